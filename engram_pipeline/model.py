@@ -1,0 +1,167 @@
+"""The memory record: statuses, kinds, and the Arrow schemas every table is created from.
+
+The Arrow schema returned by :func:`memory_schema` is the single source of truth for a memory's columns;
+records travel through the library as plain dicts keyed by those column names (``Memory`` is that dict).
+:func:`row_to_json` / :func:`row_from_json` turn a row into the audit pre-image and back, losslessly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+TIERS = ("stm", "ltm")
+KINDS = ("episodic", "semantic", "procedural", "schema")
+SOURCES = ("user", "agent", "tool", "derived", "inferred")
+OUTCOMES = ("success", "failure")
+STATUSES = ("active", "stale", "contradicted", "superseded", "archived")
+LINK_RELS = ("duplicate-of", "contradicts", "derived-from", "supersedes")
+
+# Initial confidence by provenance (issue 4); anything else starts at 0.5.
+SOURCE_CONFIDENCE = {"user": 0.9, "tool": 0.8, "agent": 0.72, "derived": 0.5, "inferred": 0.4}
+
+TS = pa.timestamp("us", tz="UTC")
+
+Memory = dict[str, Any]
+
+
+def memory_schema(dim: int) -> pa.Schema:
+    """Columns of the ``memories`` table for vectors of ``dim`` float32 components."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("agent_id", pa.string(), nullable=False),
+            pa.field("tier", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("content", pa.string(), nullable=False),
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("source", pa.string()),
+            pa.field("outcome", pa.string()),
+            pa.field("importance", pa.float64()),
+            pa.field("confidence", pa.float64()),
+            pa.field("access_count", pa.int64()),
+            pa.field("reinforcement_count", pa.int64()),
+            pa.field("pinned", pa.bool_()),
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("superseded_by", pa.string()),
+            pa.field("contradiction_with", pa.list_(pa.string())),
+            pa.field("created_at", TS),
+            pa.field("updated_at", TS),
+            pa.field("last_accessed_at", TS),
+            pa.field("decayed_at", TS),
+            pa.field("expires_at", TS),
+            pa.field("version", pa.int64(), nullable=False),
+            # Token of the batch that last wrote the row: lets a compare-and-set learn exactly which of its
+            # rows it applied by reading its own commit's table version.
+            pa.field("write_token", pa.string()),
+            pa.field("metadata", pa.string()),
+        ]
+    )
+
+
+LINK_SCHEMA = pa.schema(
+    [
+        pa.field("agent_id", pa.string()),
+        pa.field("src_id", pa.string()),
+        pa.field("dst_id", pa.string()),
+        pa.field("rel", pa.string()),
+        pa.field("score", pa.float64()),
+        pa.field("created_at", TS),
+        pa.field("run_id", pa.string()),
+    ]
+)
+
+AUDIT_SCHEMA = pa.schema(
+    [
+        pa.field("event_id", pa.string()),
+        pa.field("memory_id", pa.string()),
+        pa.field("agent_id", pa.string()),
+        pa.field("action", pa.string()),
+        pa.field("actor", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("at", TS),
+        pa.field("before", pa.string()),  # full pre-image (row_to_json), null for a create
+        pa.field("after", pa.string()),  # post-image or a summary, null for a delete
+    ]
+)
+
+PLAN_SCHEMA = pa.schema(
+    [
+        pa.field("plan_id", pa.string()),
+        pa.field("agent_id", pa.string()),
+        pa.field("kind", pa.string()),  # "corpus_merge"
+        pa.field("status", pa.string()),  # "pending" | "applied"
+        pa.field("created_at", TS),
+        pa.field("applied_at", TS),
+        pa.field("run_id", pa.string()),
+        pa.field("body", pa.string()),  # JSON: clusters with canonical, members, scores, member versions
+        pa.field("result", pa.string()),  # JSON report of the apply
+    ]
+)
+
+CURSOR_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string()),  # "<pass>/<agent_id>"
+        pa.field("pass_name", pa.string()),
+        pa.field("agent_id", pa.string()),
+        pa.field("cursor", pa.string()),  # JSON
+        pa.field("updated_at", TS),
+    ]
+)
+
+META_SCHEMA = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def content_hash(agent_id: str, content: str) -> str:
+    """Exact-duplicate key: the agent and its whitespace- and case-normalised content."""
+    norm = " ".join(unicodedata.normalize("NFC", content).split()).casefold()
+    return hashlib.sha256(f"{agent_id}\x00{norm}".encode()).hexdigest()
+
+
+def loads_metadata(row: Memory) -> dict[str, Any]:
+    raw = row.get("metadata")
+    return dict(json.loads(raw)) if raw else {}
+
+
+def dumps_metadata(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True, default=str)
+
+
+def rows_to_table(rows: list[Memory], schema: pa.Schema) -> pa.Table:
+    """Rows (dicts) to a table in ``schema``'s column order; missing columns become null."""
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def row_to_json(row: Memory, schema: pa.Schema) -> str:
+    """Serialise a row losslessly (float32 vectors and microsecond times survive the round trip)."""
+    out: dict[str, Any] = {}
+    for f in schema:
+        value = row.get(f.name)
+        if isinstance(value, datetime):
+            value = value.astimezone(UTC).isoformat()
+        elif f.name == "vector" and value is not None:
+            value = [float(x) for x in value]
+        out[f.name] = value
+    return json.dumps(out, sort_keys=True)
+
+
+def row_from_json(text: str, schema: pa.Schema) -> Memory:
+    data = json.loads(text)
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and data.get(f.name):
+            data[f.name] = datetime.fromisoformat(data[f.name])
+    # Round-trip through Arrow so the types are exactly those of a row read from the table.
+    return rows_to_table([data], schema).to_pylist()[0]

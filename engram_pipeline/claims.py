@@ -1,0 +1,333 @@
+"""Claims read from memory text, and the lexical rules that say when two memories contradict each other.
+
+A *claim* is ``(subject, relation, value)`` plus a polarity, read from one sentence by fixed patterns:
+
+- relational: ``X prefers / uses / likes / lives in / works at / works for / is employed by / is based in /
+  has Y`` and the opposite verbs ``dislikes / hates`` (of ``likes``) and ``avoids`` (of ``prefers``);
+- copular: ``X is / are / was / were / am Y``, ``X = Y`` and ``X: Y`` (relation ``"is"``).
+
+Negation is ``not`` / ``n't`` / ``never`` / ``no longer`` (``negated=True``); an opposite verb is stored as
+the negated base relation (``"User hates vim"`` is ``likes`` negated). Subjects and values are lowercased with
+the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` become ``user``, so "I",
+"User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
+editor"). Questions and bare pronoun subjects (he, it, they...) give no claim: two memories saying "he" need
+not mean the same person.
+
+:func:`detect_contradiction` compares every claim of one text with every claim of the other that has the
+same subject and relation family (``lives_in`` ~ ``based_in``, ``prefers`` ~ ``likes``); the first rule of
+these that fires wins:
+
+- ``negation``: one side negates what the other asserts ("X is not Y" / "X is Y", "no longer uses Y" / "uses
+  Y"); the negated value may be less specific ("does not use vim" / "uses vim with plugins");
+- ``opposite``: the same, by an opposite verb or adverb (likes / hates, prefers / avoids, always / never);
+- ``quantity``: only the numbers, times, dates or months differ ("meeting is at 3pm" / "meeting is at 4pm");
+- ``value_swap``: a functional relation (prefers, uses, lives_in, based_in, works_at, is) with another value
+  ("User lives in Berlin" / "User lives in Munich"). Refused when the values are equal, when one value's
+  content tokens are a subset of the other's ("vim" / "vim with plugins" is an elaboration), when either side
+  is negated, when a value has more than four content tokens (a description, whose rewordings are not swaps),
+  and for progressive copulas ("is playing a guitar" / "is strumming a guitar": activities coexist).
+  ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no contradiction.
+
+Sentences without a parsed claim still get a sentence-level check: identical content tokens apart from one
+negation ("The dog does not bark" / "The dog barks") is ``negation``, apart from numbers is ``quantity``.
+Every rule is symmetric in its two arguments, and identical texts never contradict each other.
+
+>>> detect_contradiction("User lives in Berlin.", "The user lives in Munich.").reason
+"value swap: user lives_in 'berlin' vs 'munich'"
+>>> detect_contradiction("User uses vim", "User uses vim with plugins") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Claim",
+    "Contradiction",
+    "content_tokens",
+    "detect_contradiction",
+    "normalise_value",
+    "parse_claims",
+]
+
+
+def _words(s: str) -> frozenset[str]:
+    return frozenset(s.split())
+
+
+DETERMINERS = frozenset({"the", "a", "an", "my", "our", "his", "her", "their", "its"})
+STOPWORDS = DETERMINERS | _words(
+    "is are was were be been being am do does did to of in on at for with by from as and or but so "
+    "that this these those it there then than also just very"
+)
+_PRONOUNS = _words("he she it they we you this that these those there here who what which")
+_SUBORDINATORS = _words("when if because although though while after before since unless whether")
+_COUNTS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_COUNTS.split())} | {"twenty": "20", "hundred": "100"}
+_MONTHS = _words(  # not "may": a modal verb far more often than a month in memory text
+    "january february march april june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+)
+# (pattern, relation, opposite verb?) in match order: longer forms first.
+_VERBS: tuple[tuple[str, str, bool], ...] = (
+    (r"(?:lives?|living|resides?|residing) in", "lives_in", False),
+    (r"(?:works?|working) (?:at|for)|employed by", "works_at", False),
+    (r"(?:based|located) in", "based_in", False),
+    (r"prefers?|preferring", "prefers", False),
+    (r"avoids?|avoiding", "prefers", True),
+    (r"uses?|using", "uses", False),
+    (r"dislikes?|disliking|hates?|hating|detests?", "likes", True),
+    (r"likes?|liking|loves?|loving|enjoys?|enjoying", "likes", False),
+    (r"has|have|owns?", "has", False),
+)
+_FAMILY = {"based_in": "lives_in", "prefers": "likes"}
+_FUNCTIONAL = frozenset({"prefers", "uses", "lives_in", "based_in", "works_at", "is"})
+_MODS = (
+    r"(?:(?:does|do|did|is|are|am|was|were|will|would|can|could|should|may|might|must|still|also|now|usually|often|really"
+    r"|generally|currently|mostly|strongly|only|just|always|never|not|no longer)\s+)*"
+)
+_VERB_ALTERNATIVES = "|".join(f"(?:{p})" for p, _, _ in _VERBS)
+_RELATIONAL = re.compile(
+    rf"^(?P<subj>.+?)\s+(?P<mods>{_MODS})(?P<verb>{_VERB_ALTERNATIVES})\s+(?P<val>\S.*)$"
+)
+_VERB_RES = tuple((re.compile(rf"(?:{p})$"), rel, opp) for p, rel, opp in _VERBS)
+_COPULA = re.compile(r"^(?P<subj>.+?)(?:\s+(?P<verb>is|are|was|were|am)\s+|\s*(?P<sym>=|:)\s+)(?P<val>\S.*)$")
+_LEADING_NEG = re.compile(r"^(?P<adv>(?:(?:not|no longer|never|always)\s+)*)(?P<rest>.*)$")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?!\d)|\n+")
+_TOKEN = re.compile(r"[\w][\w+#'.\-/:]*")
+_NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*(?:st|nd|rd|th|am|pm|s|k|m|h|%)?")
+_CLAUSE = re.compile(rf"\s*,?\s+(?:and|but)\s+(?={_MODS}(?:{_VERB_ALTERNATIVES})\s)")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One ``(subject, relation, value)`` claim with its polarity, and the sentence it was read from."""
+
+    subject: str
+    relation: str
+    value: str
+    negated: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """Why two texts contradict: the rule that fired, a specific human-readable reason, the shared subject."""
+
+    rule: str
+    reason: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    claim: Claim
+    verb: str  # surface verb, for reasons ("hates")
+    opposite: bool  # polarity came from an opposite verb
+    adverb: str | None  # "always" / "never"
+
+
+def _expand(sentence: str) -> str:
+    s = sentence.lower().replace("\u2019", "'").replace("can't", "can not").replace("won't", "will not")
+    s = re.sub(r"n't\b", " not", s)
+    s = re.sub(r"(\d)\s+(am|pm)\b", r"\1\2", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _strip_determiners(s: str) -> str:
+    words = [w for w in s.split() if w not in DETERMINERS]
+    return " ".join(words)
+
+
+def normalise_value(s: str) -> str:
+    """Lowercase, drop determiners, collapse whitespace, strip quotes and trailing punctuation."""
+    s = _strip_determiners(_expand(s).strip("\"'`"))
+    return s.rstrip(".,;:!?\"')`").lstrip("\"'(`").strip()
+
+
+def content_tokens(s: str) -> frozenset[str]:
+    """Lowercase words of ``s`` minus a small stopword list (negations and numbers are kept)."""
+    words = (w.rstrip(".-'/:") for w in _TOKEN.findall(_expand(s)))
+    return frozenset(_NUMBER_WORDS.get(w, w) for w in words if w and w not in STOPWORDS)
+
+
+def _normalise_subject(s: str) -> str:
+    s = normalise_value(s.strip(" ,;-"))
+    s = re.sub(r"^(?:and|but|so|also|then)\s+", "", s)
+    if s in {"i", "me", "myself"}:
+        return "user"
+    return re.sub(r"^user's\s+", "", s)
+
+
+def _split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _match(expanded: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:
+    rel, cop = _RELATIONAL.match(expanded), _COPULA.match(expanded)
+    if rel and cop:  # keep the earlier verb: the subject ends at the first one (a tie goes to the relation)
+        return (rel, None) if len(rel["subj"]) <= len(cop["subj"]) else (None, cop)
+    return rel, cop
+
+
+def _parse_sentence(sentence: str, expanded: str) -> list[_Parsed]:
+    rel, cop = _match(expanded)
+    if rel:
+        subject, mods, verb, value = rel["subj"], rel["mods"].split(), rel["verb"], rel["val"]
+        relation, opposite = next((r, o) for rx, r, o in _VERB_RES if rx.match(verb))
+        rest = ""
+        clause = _CLAUSE.search(value)
+        if clause:  # "lives in Berlin and works at Acme": a second claim about the same subject
+            value, rest = value[: clause.start()], value[clause.end() :]
+        has_neg = "not" in mods or "never" in mods or "no longer" in rel["mods"]
+        adverb = "never" if "never" in mods else "always" if "always" in mods else None
+    elif cop:
+        subject, value, verb = cop["subj"], cop["val"], cop["verb"] or cop["sym"]
+        lead = _LEADING_NEG.match(value)
+        assert lead is not None  # the pattern matches any string
+        adverbs, value = lead["adv"], lead["rest"]
+        relation, opposite, rest = "is", False, ""
+        has_neg = any(n in adverbs.split() for n in ("not", "never")) or "no longer" in adverbs
+        adverb = "never" if "never" in adverbs else "always" if "always" in adverbs else None
+    else:
+        return []
+    subj, val = _normalise_subject(subject), normalise_value(value)
+    if not subj or not val or subj in _PRONOUNS or "," in subj or subj.split()[0] in _SUBORDINATORS:
+        return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
+    claim = Claim(subj, relation, val, has_neg != opposite, sentence)
+    out = [_Parsed(claim, verb, opposite, adverb)]
+    if rest:
+        out += _parse_sentence(sentence, f"{subject} {rest}")
+    return out
+
+
+def _parse(text: str) -> list[_Parsed]:
+    out: list[_Parsed] = []
+    for sentence in _split_sentences(text):
+        if not sentence.endswith("?"):  # a question asserts nothing
+            out += _parse_sentence(sentence, _expand(sentence))
+    return out
+
+
+def parse_claims(text: str) -> list[Claim]:
+    """Every claim in ``text``, sentence by sentence, in order (possibly none).
+
+    >>> parse_claims("I don't use tabs. My editor: vim")
+    [Claim(subject='user', relation='uses', value='tabs', negated=True, text="I don't use tabs."), \
+Claim(subject='editor', relation='is', value='vim', negated=False, text='My editor: vim')]
+    """
+    return [p.claim for p in _parse(text)]
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if re.search(r"(?:ch|sh|x|z|ss)es$", word):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _is_numeric(token: str) -> bool:
+    return bool(_NUMBER.fullmatch(token)) or token in _MONTHS
+
+
+def _split_numbers(s: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(numbers, dates and months; the other content tokens, stemmed)."""
+    tokens = content_tokens(s)
+    nums = frozenset(t for t in tokens if _is_numeric(t))
+    return nums, frozenset(_stem(t) for t in tokens - nums)
+
+
+def _nested(x: frozenset[str], y: frozenset[str]) -> bool:
+    return x <= y or y <= x
+
+
+def _family(relation: str) -> str:
+    return _FAMILY.get(relation, relation)
+
+
+def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
+    ca, cb = a.claim, b.claim
+    if ca.subject != cb.subject or _family(ca.relation) != _family(cb.relation):
+        return None
+    subject = ca.subject
+    nums_a, words_a = _split_numbers(ca.value)
+    nums_b, words_b = _split_numbers(cb.value)
+    if ca.negated != cb.negated:
+        neg, pos = (a, b) if ca.negated else (b, a)
+        nw, pw = (words_a, words_b) if ca.negated else (words_b, words_a)
+        nn, pn = (nums_a, nums_b) if ca.negated else (nums_b, nums_a)
+        if not (nw | nn) or not (nw <= pw and nn <= pn):
+            return None
+        value = neg.claim.value
+        if neg.opposite != pos.opposite or {neg.adverb, pos.adverb} == {"never", "always"}:
+            verbs = f"{a.adverb or ''} {a.verb}".strip(), f"{b.adverb or ''} {b.verb}".strip()
+            reason = f"opposite: {subject} {verbs[0]} vs {verbs[1]} {value!r}"
+            return Contradiction("opposite", reason, subject)
+        reason = f"negation: {subject} {ca.relation} {value!r} asserted in one, negated in the other"
+        return Contradiction("negation", reason, subject)
+    if ca.negated or ca.value == cb.value:
+        return None
+    if nums_a and nums_b and nums_a != nums_b and _nested(words_a, words_b):
+        reason = f"quantity: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
+        return Contradiction("quantity", reason, subject)
+    if ca.relation not in _FUNCTIONAL or cb.relation not in _FUNCTIONAL or _nested(words_a, words_b):
+        return None
+    if max(len(words_a | nums_a), len(words_b | nums_b)) > _MAX_VALUE_TOKENS:
+        return None  # a long description, not a value: rewordings of it are not swaps
+    if ca.relation == "is" and any(v.split()[0].endswith("ing") for v in (ca.value, cb.value)):
+        return None  # "is playing X" / "is singing": activities are not exclusive values
+    reason = f"value swap: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
+    return Contradiction("value_swap", reason, subject)
+
+
+def _sentence_level(a: str, b: str) -> Contradiction | None:
+    """Fallback for sentences without a claim: same content tokens apart from one negation or the numbers."""
+    ta, tb = (content_tokens(re.sub(r"\bno longer\b", "not", _expand(s))) for s in (a, b))
+    marks = {"not", "never", "no"}
+    aux = {"does", "do", "did", "has", "have", "had"}
+    base_a = frozenset(_stem(t) for t in ta - marks - aux)
+    base_b = frozenset(_stem(t) for t in tb - marks - aux)
+    neg_a, neg_b = bool(ta & marks), bool(tb & marks)
+    if neg_a != neg_b and base_a == base_b and len(base_a) >= 2:
+        negated = _expand(a if neg_a else b)
+        subject = _normalise_subject(re.split(r"\b(?:not|never|no|does|do|did)\b", negated)[0])
+        reason = f"negation: {' '.join(sorted(base_a))!r} negated in one sentence only"
+        return Contradiction("negation", reason, subject)
+    nums_a, words_a = _split_numbers(a)
+    nums_b, words_b = _split_numbers(b)
+    if nums_a and nums_b and nums_a != nums_b and words_a == words_b and len(words_a) >= 2:
+        subject = " ".join(sorted(words_a))
+        reason = f"quantity: {subject!r} with {' '.join(sorted(nums_a))} vs {' '.join(sorted(nums_b))}"
+        return Contradiction("quantity", reason, subject)
+    return None
+
+
+_MAX_VALUE_TOKENS = 4
+_PRIORITY = ("negation", "opposite", "quantity", "value_swap")
+
+
+def detect_contradiction(a: str, b: str) -> Contradiction | None:
+    """The contradiction between texts ``a`` and ``b`` by the rules above, or ``None``.
+
+    Symmetric: ``(a, b)`` and ``(b, a)`` agree on whether a rule fires and which one.
+    """
+    if normalise_value(a) == normalise_value(b):
+        return None
+    claims_a, claims_b = _parse(a), _parse(b)
+    found = [c for x in claims_a for y in claims_b if (c := _compare(x, y))]
+    if found:
+        return min(found, key=lambda c: _PRIORITY.index(c.rule))
+    parsed = {p.claim.text for p in claims_a + claims_b}
+    found = [
+        c
+        for sa in _split_sentences(a)
+        for sb in _split_sentences(b)
+        # sentences that both carry claims were compared by the rules above
+        if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
+    ]
+    return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None

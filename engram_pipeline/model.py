@@ -47,6 +47,9 @@ def memory_schema(dim: int) -> pa.Schema:
             pa.field("source", pa.string()),
             pa.field("outcome", pa.string()),
             pa.field("importance", pa.float64()),
+            # JSON: the factors and reasons of the last importance score (written whole by each re-score, so
+            # a 1M-row decay pass never parses and re-serialises every row's metadata).
+            pa.field("importance_factors", pa.string()),
             pa.field("confidence", pa.float64()),
             pa.field("access_count", pa.int64()),
             pa.field("reinforcement_count", pa.int64()),
@@ -165,3 +168,23 @@ def row_from_json(text: str, schema: pa.Schema) -> Memory:
             data[f.name] = datetime.fromisoformat(data[f.name])
     # Round-trip through Arrow so the types are exactly those of a row read from the table.
     return rows_to_table([data], schema).to_pylist()[0]
+
+
+# Tiers by confidence, for health and recall filters: name -> (low, high, high inclusive).
+# hot > 0.85, warm 0.70-0.85, cold 0.40-0.70, archive < 0.40.
+CONFIDENCE_TIERS: dict[str, tuple[float, float, bool]] = {
+    "hot": (0.85 + 1e-12, 1.0, True),
+    "warm": (0.70, 0.85, True),
+    "cold": (0.40, 0.70, False),
+    "archive": (0.0, 0.40, False),
+}
+
+
+def confidence_tier(confidence: float) -> str:
+    if confidence > 0.85:
+        return "hot"
+    if confidence >= 0.70:
+        return "warm"
+    if confidence >= 0.40:
+        return "cold"
+    return "archive"

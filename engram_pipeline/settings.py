@@ -118,7 +118,7 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A validated copy with ``changes``; changed fields count as explicitly set."""
         names = {f.name: f.metadata.get("env") for f in dataclasses.fields(self)}
-        explicit = self.explicit | {names[k] for k in changes if names.get(k)}
+        explicit = self.explicit | {str(names[k]) for k in changes if names.get(k)}
         new = dataclasses.replace(self, **changes, explicit=frozenset(explicit))
         new.validate()
         return new
@@ -126,7 +126,9 @@ class Settings:
     def with_profile(self, profile: Mapping[str, float]) -> Settings:
         """Apply an embedder's calibrated thresholds to every threshold not set explicitly."""
         envs = {f.name: f.metadata.get("env") for f in dataclasses.fields(self)}
-        changes = {k: float(v) for k, v in profile.items() if k in PROFILE_FIELDS and envs[k] not in self.explicit}
+        changes: dict[str, Any] = {
+            k: float(v) for k, v in profile.items() if k in PROFILE_FIELDS and envs[k] not in self.explicit
+        }
         new = dataclasses.replace(self, **changes)
         new.validate()
         return new
@@ -138,7 +140,9 @@ class Settings:
             if f.metadata.get("unit") and not 0.0 <= value <= 1.0:
                 raise SettingsError(f"{name}={value}: must be within [0, 1]")
             if f.metadata.get("interval") and value < 0:
-                raise SettingsError(f"{name}={value}: an interval cannot be negative (0 disables the schedule)")
+                raise SettingsError(
+                    f"{name}={value}: an interval cannot be negative (0 disables the schedule)"
+                )
         if self.merge_threshold >= self.duplicate_threshold:
             raise SettingsError(
                 f"MEMORY_CONSOLIDATION_MERGE_THRESHOLD={self.merge_threshold} must be below "
@@ -202,5 +206,7 @@ def _parse(name: str, raw: str, default: Any) -> Any:
         if kind is float:
             return float(raw)
     except ValueError:
-        raise SettingsError(f"{name}={raw!r}: expected a{'n integer' if kind is int else ' number'}") from None
+        raise SettingsError(
+            f"{name}={raw!r}: expected a{'n integer' if kind is int else ' number'}"
+        ) from None
     return raw

@@ -1,0 +1,143 @@
+"""Ranking and visibility rules of recall.
+
+Visibility: superseded rows (status ``superseded`` or any ``superseded_by``, the durable marker) are hidden
+unless ``include_superseded``; archived rows unless ``include_archived``; expired short-term rows always;
+contradicted and stale rows stay visible. ``tiers`` (hot, warm, cold, archive) and ``min_confidence``
+filter by confidence.
+
+Ranking over the nearest candidates::
+
+    score = w_sim * similarity + w_rec * 0.5 ** (age_days / 30) + w_imp * importance
+
+with ``w = (0.7, 0.2, 0.1)`` by default (``ENGRAM_RECALL_WEIGHT_*``) and age from the last access, else
+creation. Recall then does access bookkeeping on what it returned (one commit, version-checked, no bump).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engram_pipeline.model import CONFIDENCE_TIERS, Memory, utcnow
+from engram_pipeline.store.errors import InvalidInput
+from engram_pipeline.store.sql import eq, lit
+
+if TYPE_CHECKING:
+    from engram_pipeline.store.core import MemoryStore
+
+MAX_K = 100
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    memory: Memory
+    score: float
+    similarity: float
+    recency: float
+
+
+def visibility_filter(
+    agent_id: str,
+    *,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    tiers: Sequence[str] | None = None,
+    min_confidence: float | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The SQL filter recall applies (every value quoted)."""
+    conds = [eq("agent_id", agent_id)]
+    if not include_superseded:
+        conds.append("status <> 'superseded' AND superseded_by IS NULL")
+    if not include_archived:
+        conds.append("status <> 'archived'")
+    when = (now or utcnow()).isoformat()
+    conds.append(
+        f"(expires_at IS NULL OR tier <> 'stm' OR expires_at > "
+        f"arrow_cast({lit(when)}, 'Timestamp(Microsecond, Some(\"UTC\"))'))"
+    )
+    if tiers is not None:
+        unknown = set(tiers) - set(CONFIDENCE_TIERS)
+        if unknown or not tiers:
+            raise InvalidInput(
+                f"tiers must be among {', '.join(CONFIDENCE_TIERS)}; got {sorted(unknown) or '[]'}"
+            )
+        ranges = []
+        for t in tiers:
+            lo, hi, hi_inclusive = CONFIDENCE_TIERS[t]
+            ranges.append(f"(confidence >= {lo!r} AND confidence {'<=' if hi_inclusive else '<'} {hi!r})")
+        conds.append("(" + " OR ".join(ranges) + ")")
+    if min_confidence is not None:
+        if not 0.0 <= min_confidence <= 1.0:
+            raise InvalidInput(f"min_confidence must be within [0, 1]; got {min_confidence}")
+        conds.append(f"confidence >= {float(min_confidence)!r}")
+    return " AND ".join(f"({c})" for c in conds)
+
+
+def recall(
+    store: MemoryStore,
+    agent_id: str,
+    query: str | None = None,
+    *,
+    vector: Sequence[float] | None = None,
+    k: int = 10,
+    include_superseded: bool = False,
+    include_archived: bool = False,
+    tiers: Sequence[str] | None = None,
+    min_confidence: float | None = None,
+    track_access: bool = True,
+    now: datetime | None = None,
+) -> list[RecallHit]:
+    """The ``k`` best memories of ``agent_id`` for a ``query`` text or a ``vector`` (exactly one)."""
+    if not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidInput(f"k must be an integer within 1..{MAX_K}; got {k!r}")
+    if (query is None) == (vector is None):
+        raise InvalidInput("give exactly one of query or vector")
+    if query is not None and not query.strip():
+        raise InvalidInput("query must not be empty")
+    qvec = store._vector_for(query, None) if query is not None else store._vector_for("", vector)
+    s = store.settings
+    now = now or utcnow()
+    where = visibility_filter(
+        agent_id,
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        tiers=tiers,
+        min_confidence=min_confidence,
+        now=now,
+    )
+    pool = max(4 * k, 40)
+    hits = (
+        store.memories.search(qvec)
+        .metric("cosine")
+        .where(where, prefilter=True)
+        .limit(pool)
+        .to_arrow()
+        .to_pylist()
+    )
+    if not hits:
+        return []
+    sim = 1.0 - np.array([h["_distance"] for h in hits], dtype=np.float64)
+    age = np.array([_age_days(h, now) for h in hits])
+    recency = np.exp(-math.log(2.0) * age / s.recall_recency_half_life_days)
+    importance = np.array([h["importance"] or 0.0 for h in hits])
+    score = s.recall_weight_similarity * sim + s.recall_weight_recency * recency
+    score += s.recall_weight_importance * importance
+    order = np.lexsort((np.array([h["id"] for h in hits]), -score))[:k]
+    out = []
+    for i in order:
+        row = {key: v for key, v in hits[i].items() if key != "_distance"}
+        out.append(RecallHit(row, float(score[i]), float(sim[i]), float(recency[i])))
+    if track_access:
+        store.record_access([h.memory for h in out])
+    return out
+
+
+def _age_days(row: dict[str, Any], now: datetime) -> float:
+    ref = row.get("last_accessed_at") or row.get("created_at") or now
+    return max(0.0, (now - ref).total_seconds() / 86400.0)

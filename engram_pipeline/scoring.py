@@ -1,0 +1,100 @@
+"""Importance and confidence scores, vectorized over Arrow/polars columns.
+
+Importance follows the memory server this project descends from::
+
+    raw   = 0.35                                   base
+          + min(0.25, 0.04 * log2(access_count + 1))  access boost
+          + 0.18 if decision words ("decided", "we chose", ...)
+          + 0.12 if problem words ("error", "bug", ...)
+          + 0.10 if milestone words ("shipped", "released", ...)
+          + 0.08 if tagged critical / important / pinned
+          + 0.25 if pinned
+    score = clip(raw * exp(-ln2 * age_days / half_life), 0, 1), at least 0.9 when pinned
+
+``age_days`` runs from the last access, else from creation. :func:`importance_frame` scores a whole agent
+in one vectorized pass and returns each row's factors as JSON text, for the ``importance_factors`` column.
+
+>>> import polars as pl
+>>> from datetime import datetime, UTC
+>>> now = datetime(2026, 1, 15, tzinfo=UTC)
+>>> df = pl.DataFrame({"content": ["We decided to use Postgres"], "tags": [["critical"]], "pinned": [False],
+...     "access_count": [0], "created_at": [datetime(2026, 1, 1, tzinfo=UTC)], "last_accessed_at": [None]})
+>>> round(importance_frame(df, now=now, half_life_days=14)["importance"][0], 4)
+0.305
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+DECISION = r"(?i)\b(decided|decision|we chose|chose to|agreed|settled on|going with|approved|committed to)\b"
+PROBLEM = r"(?i)\b(error|bug|issue|problem|fail(ed|ure|s)?|broken|crash(ed|es)?|blocked|exception|incident|outage)\b"
+MILESTONE = (
+    r"(?i)\b(launched|released|shipped|completed|finished|milestone|deployed|achieved|reached|went live)\b"
+)
+FLAG_TAGS = ["critical", "important", "pinned"]
+
+LN2 = math.log(2.0)
+
+
+def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) -> pl.DataFrame:
+    """Score every row of ``df`` (columns ``content``, ``tags``, ``pinned``, ``access_count``,
+    ``created_at``, ``last_accessed_at``); returns ``importance`` and ``importance_factors`` (JSON text)."""
+    ref = pl.coalesce(pl.col("last_accessed_at"), pl.col("created_at"))
+    age_days = ((pl.lit(now) - ref).dt.total_microseconds() / 86_400e6).clip(lower_bound=0.0)
+    access = pl.col("access_count").fill_null(0).cast(pl.Float64)
+    pinned = pl.col("pinned").fill_null(False)
+    tags = pl.col("tags").fill_null([])
+    factors = pl.struct(
+        base=pl.lit(0.35),
+        access=pl.min_horizontal(pl.lit(0.25), 0.04 * (access + 1.0).log(2)),
+        decision=pl.when(pl.col("content").str.contains(DECISION)).then(0.18).otherwise(0.0),
+        problem=pl.when(pl.col("content").str.contains(PROBLEM)).then(0.12).otherwise(0.0),
+        milestone=pl.when(pl.col("content").str.contains(MILESTONE)).then(0.10).otherwise(0.0),
+        tag=pl.when(tags.list.eval(pl.element().str.to_lowercase().is_in(FLAG_TAGS)).list.any())
+        .then(0.08)
+        .otherwise(0.0),
+        pin=pl.when(pinned).then(0.25).otherwise(0.0),
+        recency=(-LN2 * age_days / half_life_days).exp(),
+        age_days=age_days,
+    )
+    out = df.select(factors.alias("f"), pinned.alias("_pinned"))
+    f = pl.col("f").struct
+    raw = (
+        f.field("base") + f.field("access") + f.field("decision") + f.field("problem") + f.field("milestone")
+    )
+    raw = raw + f.field("tag") + f.field("pin")
+    score = (raw * f.field("recency")).clip(0.0, 1.0)
+    score = pl.when(pl.col("_pinned")).then(pl.max_horizontal(score, pl.lit(0.9))).otherwise(score)
+    return out.select(
+        score.alias("importance"),
+        pl.col("f").struct.with_fields(score=score).struct.json_encode().alias("importance_factors"),
+    )
+
+
+def importance_of(row: dict[str, Any], *, now: datetime, half_life_days: float) -> tuple[float, str]:
+    """Score one row (a dict with the columns :func:`importance_frame` reads)."""
+    cols = ("content", "tags", "pinned", "access_count", "created_at", "last_accessed_at")
+    df = pl.DataFrame(
+        {c: [row.get(c)] for c in cols},
+        schema={
+            "content": pl.String,
+            "tags": pl.List(pl.String),
+            "pinned": pl.Boolean,
+            "access_count": pl.Int64,
+            "created_at": pl.Datetime("us", "UTC"),
+            "last_accessed_at": pl.Datetime("us", "UTC"),
+        },
+    )
+    out = importance_frame(df, now=now, half_life_days=half_life_days)
+    return float(out["importance"][0]), str(out["importance_factors"][0])
+
+
+def reinforce(confidence: float, *, weight: float = 0.15) -> float:
+    """Confidence after one reinforcement (a duplicate write or a supporting episode): moves ``weight`` of
+    the remaining distance to 1, so repeated support approaches certainty without reaching it."""
+    return min(1.0, confidence + weight * (1.0 - confidence))

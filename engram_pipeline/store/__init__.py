@@ -1,0 +1,24 @@
+"""The memory store on LanceDB: tables, compare-and-set writes, links, audit, restore, cursors, maintenance."""
+
+from engram_pipeline.store.cas import CasResult
+from engram_pipeline.store.core import MemoryStore, RememberResult
+from engram_pipeline.store.errors import (
+    EmbedderMismatch,
+    InvalidInput,
+    MemoryNotFound,
+    NothingToRestore,
+    StoreError,
+    VersionConflict,
+)
+
+__all__ = [
+    "CasResult",
+    "EmbedderMismatch",
+    "InvalidInput",
+    "MemoryNotFound",
+    "MemoryStore",
+    "NothingToRestore",
+    "RememberResult",
+    "StoreError",
+    "VersionConflict",
+]

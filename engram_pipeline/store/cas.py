@@ -1,0 +1,182 @@
+"""The batched compare-and-set every writer goes through.
+
+One call applies a batch of row changes in **one** LanceDB commit (a ``merge_insert`` whose match condition is
+``target.version + 1 = source.version``), learns exactly which rows it applied by reading its own commit's
+table version for its write token, re-reads the misses and lets the caller recompute them once, then reports
+the rest as ``skipped_concurrent_edit``. Only the columns named in the changes are written (plus ``version``,
+``updated_at`` and ``write_token``): a pass that rescores importance never rewrites vectors or content, and
+never overwrites access bookkeeping done by a reader in the meantime.
+
+A change is a dict with ``id``, ``version`` (the version the caller read) and the new column values; every
+change in one batch names the same columns.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from engram_pipeline.model import Memory, rows_to_table, utcnow
+from engram_pipeline.store.sql import in_list
+
+if TYPE_CHECKING:
+    from engram_pipeline.store.core import MemoryStore
+
+Change = dict[str, Any]
+# Given the fresh rows of the misses, return their recomputed changes (rows that no longer need a change may
+# be left out: they count as unchanged).
+Recompute = Callable[[list[Memory]], list[Change]]
+
+_FIXED = ("id", "version", "updated_at", "write_token")
+
+
+@dataclass(frozen=True)
+class CasResult:
+    applied: tuple[str, ...]
+    skipped_concurrent_edit: tuple[str, ...]
+    unchanged: tuple[str, ...] = ()
+    commits: int = 0
+    pre_images: tuple[Memory, ...] = ()  # rows as they were before the applied changes (when asked for)
+
+    @property
+    def applied_count(self) -> int:
+        return len(self.applied)
+
+
+def cas_write(
+    store: MemoryStore,
+    changes: Sequence[Change],
+    *,
+    recompute: Recompute | None = None,
+    actor: str,
+    action: str,
+    run_id: str | None = None,
+    audit: bool = False,
+) -> CasResult:
+    """Apply ``changes`` where each row is still at the version the caller read; see the module docstring.
+
+    With ``audit=True`` every applied row gets an audit event carrying its full pre-image (needed for any
+    change that can take a row out of recall, so that ``restore`` can bring it back).
+    """
+    if not changes:
+        return CasResult((), ())
+    applied, misses, pre, commits = _attempt(store, list(changes), audit)
+    unchanged: list[str] = []
+    skipped: list[str] = []
+    if misses and recompute is not None:
+        fresh = store.get_many(misses)
+        retry = recompute(fresh)
+        retried = {c["id"] for c in retry}
+        unchanged = [r["id"] for r in fresh if r["id"] not in retried]
+        gone = set(misses) - {r["id"] for r in fresh}
+        skipped.extend(sorted(gone))
+        if retry:
+            again, misses2, pre2, c2 = _attempt(store, retry, audit)
+            applied += again
+            pre += pre2
+            commits += c2
+            skipped.extend(misses2)
+    else:
+        skipped.extend(misses)
+    if audit and applied:
+        store.record_audit(
+            [
+                {"memory_id": row["id"], "agent_id": row["agent_id"], "action": action, "before": row}
+                for row in pre
+            ],
+            actor=actor,
+            run_id=run_id,
+        )
+    return CasResult(tuple(applied), tuple(skipped), tuple(unchanged), commits, tuple(pre))
+
+
+def _attempt(
+    store: MemoryStore, changes: list[Change], audit: bool
+) -> tuple[list[str], list[str], list[Memory], int]:
+    ids = [c["id"] for c in changes]
+    if len(set(ids)) != len(ids):
+        raise ValueError("a compare-and-set batch names the same memory twice")
+    columns = sorted(set().union(*(c.keys() for c in changes)) - set(_FIXED))
+    pre_by_id: dict[str, Memory] = {}
+    if audit:
+        # A pre-image read at the expected version is exact: versions only grow, so if the commit below
+        # applies, the row was still at this version, and thus had this content.
+        pre_by_id = {r["id"]: r for r in store.get_many(ids)}
+        expected = {c["id"]: c["version"] for c in changes}
+        stale = [i for i in ids if i not in pre_by_id or pre_by_id[i]["version"] != expected[i]]
+        if stale:
+            keep = [c for c in changes if c["id"] not in set(stale)]
+            applied, misses, pre, commits = _attempt(store, keep, audit) if keep else ([], [], [], 0)
+            return applied, misses + stale, pre, commits
+    token = uuid.uuid4().hex
+    now = utcnow()
+    schema = store.memory_schema
+    fields = [schema.field(n) for n in (*_FIXED, *columns)]
+    rows = [
+        {**c, "version": int(c["version"]) + 1, "updated_at": c.get("updated_at", now), "write_token": token}
+        for c in changes
+    ]
+    source = rows_to_table(rows, pa.schema(fields))
+    result = _with_retry(
+        lambda: (
+            store.memories.merge_insert("id")
+            .when_matched_update_all(where="target.version + 1 = source.version")
+            .execute(source)
+        )
+    )
+    # When every row matched, the commit applied them all; otherwise ask the commit's own snapshot which.
+    all_applied = result.num_updated_rows == len(changes)
+    applied = ids if all_applied else store.ids_written_at(result.version, ids, token)
+    got = set(applied)
+    misses = [i for i in ids if i not in got]
+    pre = [pre_by_id[i] for i in applied] if audit else []
+    return applied, misses, pre, 1
+
+
+def cas_delete(
+    store: MemoryStore, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
+) -> CasResult:
+    """Delete rows still at their expected version, in one commit, auditing each full pre-image."""
+    if not expected:
+        return CasResult((), ())
+    pre = {r["id"]: r for r in store.get_many(list(expected))}
+    live = [i for i, v in expected.items() if i in pre and pre[i]["version"] == v]
+    skipped = [i for i in expected if i not in set(live)]
+    if not live:
+        return CasResult((), tuple(skipped))
+    cond = " OR ".join(f"(id IN {in_list([i])} AND version = {int(expected[i])})" for i in live)
+    _with_retry(lambda: store.memories.delete(cond))
+    remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
+    applied = [i for i in live if i not in remaining]
+    skipped += [i for i in live if i in remaining]
+    store.record_audit(
+        [
+            {"memory_id": i, "agent_id": pre[i]["agent_id"], "action": action, "before": pre[i]}
+            for i in applied
+        ],
+        actor=actor,
+        run_id=run_id,
+    )
+    return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
+
+
+def _with_retry(op: Callable[[], Any], attempts: int = 8) -> Any:
+    """Run a commit, retrying LanceDB's retryable commit conflicts with a short backoff."""
+    for n in range(attempts):
+        try:
+            return op()
+        except Exception as exc:  # lancedb raises plain RuntimeError/OSError for commit conflicts
+            if not is_retryable_conflict(exc) or n == attempts - 1:
+                raise
+            time.sleep(0.01 * 2**n)
+    raise AssertionError("unreachable")
+
+
+def is_retryable_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(s in text for s in ("commit conflict", "retryable", "conflict", "concurrent"))

@@ -1,0 +1,45 @@
+"""Typed errors of the store. Each message says what happened and what to do."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class for errors raised by the memory store."""
+
+
+class VersionConflict(StoreError):
+    """A compare-and-set found the row at another version: re-read it and retry with the current version."""
+
+    def __init__(self, memory_id: str, *, expected: int, current: int | None) -> None:
+        self.memory_id = memory_id
+        self.expected = expected
+        self.current = current
+        where = "it no longer exists" if current is None else f"it is at version {current}"
+        super().__init__(f"memory {memory_id}: expected version {expected} but {where}; re-read it and retry")
+
+
+class MemoryNotFound(StoreError, LookupError):
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(f"memory {memory_id!r} does not exist")
+
+
+class NothingToRestore(StoreError):
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(
+            f"memory {memory_id!r} has no audit pre-image from a prune, merge, supersede, archive or delete"
+        )
+
+
+class EmbedderMismatch(StoreError):
+    def __init__(self, uri: str, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
+        super().__init__(
+            f"the store at {uri} was built with embedder {stored!r} (dimension {stored_dim}); "
+            f"refusing to open it with {given!r} (dimension {given_dim}). Set ENGRAM_EMBEDDER to "
+            f"{stored!r}, or re-embed into a new store (engram export, then import with the new embedder)."
+        )
+
+
+class InvalidInput(StoreError, ValueError):
+    """Bad input: nothing was written."""

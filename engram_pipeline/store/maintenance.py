@@ -1,0 +1,79 @@
+"""Store maintenance: compaction, old-version cleanup and indexes, retried on commit conflicts.
+
+Every LanceDB commit creates a table version (even an update that matched nothing), so one maintenance job
+compacts small fragments and drops versions older than ``keep``. ``optimize`` racing a writer raises a
+retryable commit conflict: the table is re-read at its latest version and the step retried.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from lancedb.index import BTree
+
+from engram_pipeline.store.cas import is_retryable_conflict
+from engram_pipeline.store.core import SCALAR_INDEXES
+
+if TYPE_CHECKING:
+    from engram_pipeline.store.core import MemoryStore
+
+TABLES = ("memories", "links", "audit", "plans", "cursors")
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    tables: tuple[str, ...]
+    versions_before: dict[str, int]
+    versions_after: dict[str, int]
+    retries: int
+    indexes: tuple[str, ...]
+    duration_s: float
+
+
+def maintain(
+    store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 6
+) -> MaintenanceReport:
+    """Compact every table, clean up versions older than ``keep``, and (re)build the scalar indexes."""
+    start = time.perf_counter()
+    before: dict[str, int] = {}
+    after: dict[str, int] = {}
+    retries = 0
+    for name in TABLES:
+        table = getattr(store, name)
+        before[name] = len(table.list_versions())
+        for n in range(attempts):
+            try:
+                table.optimize(cleanup_older_than=keep)
+                break
+            except Exception as exc:
+                if not is_retryable_conflict(exc) or n == attempts - 1:
+                    raise
+                retries += 1
+                table.checkout_latest()
+                time.sleep(0.05 * 2**n)
+        after[name] = len(table.list_versions())
+    indexes = _ensure_indexes(store)
+    return MaintenanceReport(TABLES, before, after, retries, indexes, time.perf_counter() - start)
+
+
+def _ensure_indexes(store: MemoryStore) -> tuple[str, ...]:
+    """Scalar indexes on the filter columns; a vector index once the table is big enough to pay for it."""
+    have = {idx.columns[0] for idx in store.memories.list_indices()}
+    built: list[str] = []
+    if store.memories.count_rows() == 0:
+        return ()
+    for column in SCALAR_INDEXES:
+        if column not in have:
+            store.memories.create_index(column, config=BTree())
+            built.append(column)
+    if "vector" not in have and store.memories.count_rows() >= store.settings.vector_index_min_rows:
+        store.memories.create_index(metric="cosine", index_type="IVF_HNSW_SQ", vector_column_name="vector")
+        built.append("vector")
+    return tuple(built)
+
+
+def describe(store: MemoryStore) -> dict[str, Any]:
+    return {name: {"rows": getattr(store, name).count_rows()} for name in TABLES}

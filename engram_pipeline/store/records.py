@@ -1,0 +1,191 @@
+"""The store's side tables: audit events, links, corpus-merge plans and pass cursors.
+
+Each is append-mostly and written in one commit per batch. The audit table keeps the full pre-image of any
+row a pass took out of recall (``before``); it survives the deletion of the memory, and ``restore`` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from engram_pipeline.model import (
+    AUDIT_SCHEMA,
+    CURSOR_SCHEMA,
+    LINK_SCHEMA,
+    PLAN_SCHEMA,
+    Memory,
+    row_from_json,
+    row_to_json,
+    rows_to_table,
+    utcnow,
+)
+from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.sql import eq, in_list, lit
+
+# Audit actions after which ``restore`` may bring a row back.
+HIDING_ACTIONS = ("prune", "merge", "supersede", "archive", "delete")
+
+
+class RecordsMixin:
+    """Audit, links, plans and cursors; mixed into :class:`MemoryStore`."""
+
+    memory_schema: pa.Schema
+    audit: Any
+    links: Any
+    plans: Any
+    cursors: Any
+
+    # -- audit -----------------------------------------------------------------------------------------
+    def record_audit(
+        self, events: Sequence[dict[str, Any]], *, actor: str, run_id: str | None = None
+    ) -> None:
+        """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text)."""
+        if not events:
+            return
+        now = utcnow()
+        rows = []
+        for e in events:
+            rows.append(
+                {
+                    "event_id": uuid.uuid4().hex,
+                    "memory_id": e["memory_id"],
+                    "agent_id": e["agent_id"],
+                    "action": e["action"],
+                    "actor": actor,
+                    "run_id": run_id,
+                    "at": now,
+                    "before": self._image(e.get("before")),
+                    "after": self._image(e.get("after")),
+                }
+            )
+        table = rows_to_table(rows, AUDIT_SCHEMA)
+        _with_retry(lambda: self.audit.add(table))
+
+    def _image(self, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        return row_to_json(value, self.memory_schema)
+
+    def audit_events(self, memory_id: str) -> list[dict[str, Any]]:
+        """Every audit event of one memory, oldest first."""
+        rows = self.audit.search().where(eq("memory_id", memory_id)).limit(None).to_arrow().to_pylist()
+        return sorted(rows, key=lambda r: (r["at"], r["event_id"]))
+
+    def last_pre_image(self, memory_id: str) -> tuple[Memory, dict[str, Any]] | None:
+        """The pre-image of the newest event that took the row out of recall, and that event."""
+        events = [
+            e
+            for e in self.audit_events(memory_id)
+            if e["action"] in HIDING_ACTIONS and e["before"] is not None
+        ]
+        if not events:
+            return None
+        event = events[-1]
+        return row_from_json(event["before"], self.memory_schema), event
+
+    def audit_for_agent(
+        self, agent_id: str, *, actions: Iterable[str] | None = None
+    ) -> pa.Table:
+        where = eq("agent_id", agent_id)
+        if actions is not None:
+            where += f" AND action IN {in_list(actions)}"
+        return self.audit.search().where(where).limit(None).to_arrow()
+
+    # -- links -----------------------------------------------------------------------------------------
+    def add_links(self, links: Sequence[dict[str, Any]], *, run_id: str | None = None) -> None:
+        """Append links (``agent_id``, ``src_id``, ``dst_id``, ``rel``, ``score``) in one commit."""
+        if not links:
+            return
+        now = utcnow()
+        rows = [{"created_at": now, "run_id": run_id, **link} for link in links]
+        table = rows_to_table(rows, LINK_SCHEMA)
+        _with_retry(lambda: self.links.add(table))
+
+    def links_of(
+        self, memory_ids: Iterable[str], *, rel: str | None = None
+    ) -> list[dict[str, Any]]:
+        ids = list(memory_ids)
+        if not ids:
+            return []
+        where = f"(src_id IN {in_list(ids)} OR dst_id IN {in_list(ids)})"
+        if rel is not None:
+            where += f" AND rel = {lit(rel)}"
+        return self.links.search().where(where).limit(None).to_arrow().to_pylist()
+
+    def links_for_agent(self, agent_id: str) -> pa.Table:
+        return self.links.search().where(eq("agent_id", agent_id)).limit(None).to_arrow()
+
+    # -- plans -----------------------------------------------------------------------------------------
+    def save_plan(
+        self,
+        agent_id: str,
+        body: dict[str, Any],
+        *,
+        kind: str = "corpus_merge",
+        run_id: str | None = None,
+    ) -> str:
+        plan_id = f"plan-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        row = {
+            "plan_id": plan_id,
+            "agent_id": agent_id,
+            "kind": kind,
+            "status": "pending",
+            "created_at": utcnow(),
+            "run_id": run_id,
+            "body": json.dumps(body, sort_keys=True, default=str),
+        }
+        table = rows_to_table([row], PLAN_SCHEMA)
+        _with_retry(lambda: self.plans.add(table))
+        return plan_id
+
+    def get_plan(self, plan_id: str) -> dict[str, Any] | None:
+        rows = self.plans.search().where(eq("plan_id", plan_id)).limit(1).to_arrow().to_pylist()
+        return _plan(rows[0]) if rows else None
+
+    def latest_plan(self, agent_id: str, *, kind: str = "corpus_merge") -> dict[str, Any] | None:
+        where = f"{eq('agent_id', agent_id)} AND {eq('kind', kind)}"
+        rows = self.plans.search().where(where).limit(None).to_arrow().to_pylist()
+        if not rows:
+            return None
+        return _plan(max(rows, key=lambda r: (r["created_at"], r["plan_id"])))
+
+    def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
+        values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
+        _with_retry(lambda: self.plans.update(where=eq("plan_id", plan_id), values=values))
+
+    # -- cursors ---------------------------------------------------------------------------------------
+    def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
+        rows = (
+            self.cursors.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
+        )
+        return json.loads(rows[0]["cursor"]) if rows and rows[0]["cursor"] else None
+
+    def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
+        row = {
+            "key": f"{pass_name}/{agent_id}",
+            "pass_name": pass_name,
+            "agent_id": agent_id,
+            "cursor": None if cursor is None else json.dumps(cursor, sort_keys=True, default=str),
+            "updated_at": utcnow(),
+        }
+        table = rows_to_table([row], CURSOR_SCHEMA)
+        _with_retry(
+            lambda: (
+                self.cursors.merge_insert("key")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(table)
+            )
+        )
+
+
+def _plan(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["body"] = json.loads(row["body"]) if row["body"] else {}
+    out["result"] = json.loads(row["result"]) if row.get("result") else None
+    return out

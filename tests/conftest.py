@@ -1,0 +1,28 @@
+"""Shared fixtures: a real LanceDB store in a temporary directory, with the deterministic hashing embedder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from engram_pipeline.settings import Settings  # noqa: E402
+from engram_pipeline.store import MemoryStore  # noqa: E402
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing"})
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path) -> str:
+    return str(tmp_path / "store")
+
+
+@pytest.fixture
+def store(store_uri: str, settings: Settings) -> MemoryStore:
+    return MemoryStore.open(store_uri, settings=settings)

@@ -1,0 +1,62 @@
+"""Embedders and their calibrated threshold profiles.
+
+>>> from engram_pipeline.settings import Settings
+>>> embedder = get_embedder(Settings(embedder="hashing"))
+>>> embedder.name, embedder.dimension
+('hashing-384', 384)
+>>> settings = Settings(embedder="hashing").with_profile(embedder.profile)  # explicit variables still win
+"""
+
+from __future__ import annotations
+
+from engram_pipeline.embed.base import (
+    Embedder,
+    EmbedderError,
+    EmbedderUnavailable,
+    l2_normalise,
+    load_profile,
+    load_profile_document,
+)
+from engram_pipeline.embed.hashing import HashingEmbedder
+from engram_pipeline.settings import Settings, SettingsError
+
+EMBEDDERS = ("hashing", "minilm", "openai")
+
+__all__ = [
+    "EMBEDDERS",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderUnavailable",
+    "HashingEmbedder",
+    "get_embedder",
+    "l2_normalise",
+    "load_profile",
+    "load_profile_document",
+]
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The embedder named by ``ENGRAM_EMBEDDER`` ("hashing" | "minilm" | "openai"), configured from settings.
+
+    Raises ``SettingsError`` for an unknown name and ``EmbedderUnavailable`` when minilm's optional
+    packages are not installed.
+    """
+    kind = settings.embedder.strip().lower()
+    if kind == "hashing":
+        return HashingEmbedder(dim=settings.hashing_dim)
+    if kind == "minilm":
+        from engram_pipeline.embed.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    if kind == "openai":
+        from engram_pipeline.embed.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            base_url=settings.openai_base_url,
+            model=settings.openai_model,
+            dim=settings.openai_dim,
+            api_key=settings.openai_api_key,
+        )
+    raise SettingsError(
+        f"ENGRAM_EMBEDDER={settings.embedder!r}: unknown embedder; choose one of {', '.join(EMBEDDERS)}"
+    )

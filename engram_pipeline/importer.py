@@ -1,0 +1,389 @@
+"""Bulk JSONL import and export of memories.
+
+One JSON object per line. An import line carries ``agent_id`` and ``content`` and optionally ``id``, ``tier``
+(``stm`` | ``ltm`` | ``auto``), ``kind``, ``tags``, ``source``, ``outcome``, ``pinned``, ``created_at``,
+``last_accessed_at`` (ISO-8601; a time without a zone is read as UTC), ``access_count``, ``confidence``,
+``importance``, ``metadata`` (an object) and ``ttl_s``. Lines written by :func:`export_jsonl` also carry the
+fields the store manages (``status``, ``superseded_by``, ``contradiction_with``, ``version``, ...): import keeps
+them, so that export then import into a new store (to move it, or to re-embed with another embedder) keeps
+hidden rows hidden and versions moving forward. Any other key is refused, so a typo is not silently dropped.
+
+How a bad line is handled: lines are read in batches of ``batch_size``; every line of a batch is validated
+before anything of it is written, and a batch is written in one commit. A batch with a bad line is not
+written at all, and the import stops there, reporting every bad line of that batch with its line number
+(``ImportReport.errors``). Batches before it stay committed whole; since import is idempotent (exact
+duplicates are skipped), re-running the fixed file writes only what is missing. ``on_error="skip"`` instead
+skips failed batches and goes on; ``dry_run=True`` validates every line and writes nothing.
+
+Deduplication is exact only (per agent, on the normalised content hash, within the batch and against the
+store). Write-time semantic dedup and contradiction checks run per row in ``remember`` and would make a bulk
+load slow; near-duplicates and contradictions among imported rows are left to the batch passes
+(contradictions, corpus merge), which compare whole agents at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from engram_pipeline.model import STATUSES, Memory
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+# Fields a caller may give (passed to ``MemoryStore.new_row``).
+INPUT_FIELDS = frozenset(
+    {
+        "agent_id", "content", "id", "tier", "kind", "tags", "source", "outcome", "pinned", "created_at",
+        "last_accessed_at", "access_count", "confidence", "importance", "metadata", "ttl_s",
+    }
+)  # fmt: skip
+# Store-managed fields an export carries; import restores them as they were.
+STORE_FIELDS = frozenset(
+    {
+        "status", "superseded_by", "contradiction_with", "version", "updated_at", "decayed_at", "expires_at",
+        "reinforcement_count", "importance_factors",
+    }
+)  # fmt: skip
+# Export column order: the input fields first, then the store's.
+EXPORT_COLUMNS = (
+    "id", "agent_id", "tier", "kind", "content", "tags", "source", "outcome", "importance", "confidence",
+    "access_count", "reinforcement_count", "pinned", "status", "superseded_by", "contradiction_with",
+    "created_at", "updated_at", "last_accessed_at", "decayed_at", "expires_at", "version", "metadata",
+    "importance_factors",
+)  # fmt: skip
+_TIME_FIELDS = ("created_at", "last_accessed_at", "updated_at", "decayed_at", "expires_at")
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class LineError:
+    """A line that could not be imported: its 1-based number and why."""
+
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    lines: int  # non-blank lines read
+    created: int  # rows inserted
+    exact_duplicates: int  # valid lines whose content the agent already had (in the store or earlier in the file)
+    batches: int  # batches committed
+    errors: tuple[LineError, ...] = ()
+    failed_batches: int = 0  # batches not written because of a bad line
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def import_jsonl(
+    store: MemoryStore,
+    source: str | Path | Iterable[str | Mapping[str, Any]],
+    *,
+    batch_size: int = 1000,
+    progress: Progress | None = None,
+    on_error: str = "abort",
+    dry_run: bool = False,
+) -> ImportReport:
+    """Import memories from a JSONL file path, or from an iterable of JSON lines or dicts.
+
+    Each batch is validated whole, embedded in one ``store.embed`` call and written in one commit
+    (``store.insert_rows``). ``progress(n)`` is called with the number of lines each batch consumed.
+    See the module docstring for how bad lines, duplicates and store-managed fields are handled.
+
+    >>> report = import_jsonl(store, ['{"agent_id": "a", "content": "User lives in Berlin"}'])  # doctest: +SKIP
+    >>> report.created, report.errors  # doctest: +SKIP
+    (1, ())
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive; got {batch_size}")
+    if on_error not in ("abort", "skip"):
+        raise ValueError(f"on_error must be 'abort' or 'skip'; got {on_error!r}")
+    lines = created = duplicates = batches = failed = 0
+    errors: list[LineError] = []
+    for batch in _batches(_numbered(source), batch_size):
+        lines += len(batch)
+        rows, dup, bad = _validate_batch(store, batch)
+        if bad:
+            errors.extend(bad)
+            failed += 1
+            if progress:
+                progress(len(batch))
+            if on_error == "abort":
+                break
+            continue
+        if dry_run:
+            created += len(rows)  # what would be created
+        elif rows:
+            vectors = store.embed([r["content"] for r in rows])
+            for row, vec in zip(rows, vectors, strict=True):
+                row["vector"] = vec.tolist()
+            inserted = store.insert_rows(rows)
+            # A concurrent writer may have stored the same content in between: that is a duplicate too.
+            created += len(inserted)
+            dup += len(rows) - len(inserted)
+            batches += 1
+        duplicates += dup
+        if progress:
+            progress(len(batch))
+    return ImportReport(lines, created, duplicates, batches, tuple(errors), failed, dry_run)
+
+
+def count_lines(path: str | Path) -> int:
+    """Non-blank lines of a file (for a progress bar's length)."""
+    with open(path, encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _numbered(source: str | Path | Iterable[str | Mapping[str, Any]]) -> Iterator[tuple[int, Any]]:
+    if isinstance(source, str | Path):
+        with open(source, encoding="utf-8") as fh:
+            yield from _non_blank(fh)
+    else:
+        yield from _non_blank(source)
+
+
+def _non_blank(items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+    for n, item in enumerate(items, start=1):
+        if isinstance(item, str) and not item.strip():
+            continue
+        yield n, item
+
+
+def _batches(items: Iterator[tuple[int, Any]], size: int) -> Iterator[list[tuple[int, Any]]]:
+    batch: list[tuple[int, Any]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tuple[list[Memory], int, list[LineError]]:
+    """Rows to insert (new content only), the count of exact duplicates, and the bad lines of one batch."""
+    rows: list[tuple[int, Memory]] = []
+    errors: list[LineError] = []
+    for n, item in batch:
+        try:
+            rows.append((n, build_row(store, _parse(item))))
+        except (ValueError, TypeError) as exc:
+            errors.append(LineError(n, str(exc)))
+    # Within the batch: first occurrence of a content wins; an id must not name two contents.
+    fresh: list[tuple[int, Memory]] = []
+    seen_hash: set[str] = set()
+    hash_of_id: dict[str, str] = {}
+    for n, row in rows:
+        if hash_of_id.setdefault(row["id"], row["content_hash"]) != row["content_hash"]:
+            errors.append(LineError(n, f"id {row['id']!r} is used by an earlier line with other content"))
+        elif row["content_hash"] not in seen_hash:
+            seen_hash.add(row["content_hash"])
+            fresh.append((n, row))
+    # Against the store, in two batched reads: content already there, and ids taken by other content.
+    hashes = _existing_hashes(store, [r["content_hash"] for _, r in fresh])
+    taken = {
+        r["id"]: r["content_hash"] for r in store.get_many([r["id"] for _, r in fresh], columns=["id", "content_hash"])
+    }
+    out: list[Memory] = []
+    for n, row in fresh:
+        if row["content_hash"] in hashes:
+            continue
+        if row["id"] in taken:
+            errors.append(LineError(n, f"id {row['id']!r} already exists in the store with other content"))
+            continue
+        out.append(row)
+    errors.sort(key=lambda e: e.line)
+    return out, len(rows) - len(out), errors
+
+
+def _existing_hashes(store: MemoryStore, hashes: list[str]) -> set[str]:
+    from engram_pipeline.store.sql import in_list
+
+    found: set[str] = set()
+    for start in range(0, len(hashes), 1000):
+        chunk = hashes[start : start + 1000]
+        table = store.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"]).limit(None)
+        found.update(table.to_arrow()["content_hash"].to_pylist())
+    return found
+
+
+def _parse(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    try:
+        value = json.loads(item)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def build_row(store: MemoryStore, line: Mapping[str, Any]) -> Memory:
+    """Validate one import line and build its row (without a vector). Raises ``ValueError``."""
+    unknown = set(line) - INPUT_FIELDS - STORE_FIELDS
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("agent_id", "content"):
+        if key not in line:
+            raise ValueError(f"missing {key!r}")
+    metadata = line.get("metadata")
+    if isinstance(metadata, str):  # an export writes metadata as JSON text
+        try:
+            metadata = json.loads(metadata) if metadata else None
+        except json.JSONDecodeError:
+            raise ValueError("metadata is not a JSON object") from None
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError("metadata must be a JSON object")
+    tags = line.get("tags") or []
+    if not isinstance(tags, list):
+        raise ValueError("tags must be a list of strings")
+    row = store.new_row(
+        line["agent_id"],
+        line["content"],
+        tier=_str(line, "tier", "auto"),
+        kind=_str(line, "kind", "semantic"),
+        tags=tags,
+        source=_str(line, "source", "agent"),
+        outcome=line.get("outcome"),
+        pinned=_bool(line, "pinned"),
+        importance=_num(line, "importance"),
+        confidence=_num(line, "confidence"),
+        metadata=metadata,
+        memory_id=_opt_str(line, "id"),
+        created_at=_time(line, "created_at"),
+        ttl_s=_int(line, "ttl_s"),
+        last_accessed_at=_time(line, "last_accessed_at"),
+        access_count=_int(line, "access_count") or 0,
+    )
+    if row["access_count"] < 0:
+        raise ValueError("access_count cannot be negative")
+    _apply_store_fields(row, line)
+    return row
+
+
+def _apply_store_fields(row: Memory, line: Mapping[str, Any]) -> None:
+    status = line.get("status")
+    if status is not None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+        row["status"] = status
+    if line.get("superseded_by") is not None:
+        row["superseded_by"] = _opt_str(line, "superseded_by")
+    with_ = line.get("contradiction_with")
+    if with_ is not None:
+        if not isinstance(with_, list) or not all(isinstance(x, str) for x in with_):
+            raise ValueError("contradiction_with must be a list of ids")
+        row["contradiction_with"] = with_
+    for key in ("version", "reinforcement_count"):
+        value = _int(line, key)
+        if value is not None:
+            if value < (1 if key == "version" else 0):
+                raise ValueError(f"{key} out of range: {value}")
+            row[key] = value
+    if line.get("updated_at") is not None:
+        row["updated_at"] = _time(line, "updated_at")
+    for key in ("decayed_at", "expires_at"):
+        if key in line:  # an explicit null clears what new_row derived (an LTM row has no expiry)
+            row[key] = _time(line, key)
+    if line.get("importance_factors") is not None:
+        row["importance_factors"] = _opt_str(line, "importance_factors")
+
+
+def _str(line: Mapping[str, Any], key: str, default: str) -> str:
+    value = line.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value
+
+
+def _opt_str(line: Mapping[str, Any], key: str) -> str | None:
+    value = line.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"{key} must be a non-empty string")
+    return value
+
+
+def _bool(line: Mapping[str, Any], key: str) -> bool:
+    value = line.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false")
+    return value
+
+
+def _num(line: Mapping[str, Any], key: str) -> float | None:
+    value = line.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number")
+    return float(value)
+
+
+def _int(line: Mapping[str, Any], key: str) -> int | None:
+    value = line.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer")
+    return value
+
+
+def _time(line: Mapping[str, Any], key: str) -> datetime | None:
+    value = line.get(key)
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, str):
+        try:
+            ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{key} is not an ISO-8601 time: {value!r}") from None
+    else:
+        raise ValueError(f"{key} must be an ISO-8601 time string")
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+# -- export ----------------------------------------------------------------------------------------------
+def export_rows(store: MemoryStore, agent_ids: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every memory (of ``agent_ids``, default all agents) as an import line, agent by agent, oldest first."""
+    for agent_id in agent_ids if agent_ids is not None else store.agents():
+        table = store.scan(agent_id, columns=list(EXPORT_COLUMNS))
+        rows = table.to_pylist()
+        rows.sort(key=lambda r: (r["created_at"], r["id"]))
+        for row in rows:
+            yield {k: _jsonable(k, row.get(k)) for k in EXPORT_COLUMNS}
+
+
+def export_jsonl(store: MemoryStore, out: IO[str], agent_ids: Sequence[str] | None = None) -> int:
+    """Write the export lines to ``out``; returns the number of rows written. Import reads them back."""
+    n = 0
+    for line in export_rows(store, agent_ids):
+        out.write(json.dumps(line, ensure_ascii=False, sort_keys=False) + "\n")
+        n += 1
+    return n
+
+
+def _jsonable(key: str, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if key == "metadata" and isinstance(value, str):
+        return json.loads(value) if value else {}
+    return value

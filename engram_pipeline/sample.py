@@ -1,0 +1,372 @@
+"""The bundled sample corpus: four agents whose memories exercise every lifecycle mechanism.
+
+Agents: a coding assistant, a travel assistant, a support bot and a research agent, 40-60 memories each, with
+
+- episodes with outcomes in trigger-action shapes ("When the build fails with a lockfile error, run npm ci"),
+  rephrased and repeated with successes and failures (procedure detection);
+- user facts that change ("User lives in Berlin", later "User lives in Munich": contradictions) and repeated
+  claims about the user's editor, city, employer and language (beliefs and a user-profile schema);
+- rephrasings and near-duplicates (corpus merge), stale rows (old, never accessed: decay and prune), short-term
+  rows with time words (promotion, expiry) and pinned rows (never pruned).
+
+Times are stored as offsets from "now" (``created_days_ago``, ``last_accessed_days_ago``) so the corpus never
+ages: :func:`generate_sample_corpus` and :func:`load_sample_corpus` turn them into import lines with absolute
+times. ``engram_pipeline/data/sample_corpus.jsonl`` is written by ``python -m engram_pipeline.sample`` and a
+test checks that it matches the generator.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from functools import partial
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from engram_pipeline.model import utcnow
+from engram_pipeline.settings import Settings
+
+SAMPLE_FILE = "sample_corpus.jsonl"
+SEED = 20260101
+
+# Per agent: the user-profile claims (old value first where the fact changes), trigger-action episodes as
+# (text, outcome), near-duplicate groups, stale notes, short-term notes, pinned rules, and a demo query.
+AGENTS: dict[str, dict[str, Any]] = {
+    "coding-assistant": {
+        "profile": [
+            ["User's editor is Neovim.", "The user's editor is Neovim", "My editor is Neovim."],
+            ["User lives in Berlin.", "The user lives in Berlin", "I live in Berlin."],
+            ["User lives in Munich.", "The user now lives in Munich."],
+            ["User works at Acme Corp.", "The user works at Acme Corp", "User works for Acme Corp."],
+            ["User prefers Python.", "The user prefers Python", "User's language is Python."],
+        ],
+        "episodes": [
+            ("When the build fails with a lockfile error, run npm ci.", "success"),
+            ("Build failed with a lockfile error; ran npm ci and the build passed.", "success"),
+            ("The build broke on a lockfile mismatch, npm ci fixed it.", "success"),
+            ("When the build failed with a lockfile error, running npm install did not fix it.", "failure"),
+            ("When CI fails on a lockfile error, run npm ci to reinstall from the lockfile.", "success"),
+            ("When tests time out in CI, rerun them with --runInBand.", "success"),
+            ("Tests timed out in CI; rerunning with --runInBand made them pass.", "success"),
+            ("When tests time out in CI, raising the timeout alone did not help.", "failure"),
+            ("When mypy reports missing stubs, install the types- package.", "success"),
+            ("mypy complained about missing stubs; installing types-requests fixed it.", "success"),
+            ("When the Docker build runs out of disk, run docker system prune.", "success"),
+            ("Docker build ran out of disk space; docker system prune freed enough.", "success"),
+        ],
+        "near_duplicates": [
+            [
+                "User prefers dark mode in the editor.",
+                "The user prefers dark mode in their editor.",
+                "User likes dark mode in the editor.",
+            ],
+            [
+                "The project uses pytest for tests.",
+                "Tests in the project are written with pytest.",
+                "The project's test runner is pytest.",
+            ],
+            ["User wants short commit messages.", "User prefers short commit messages."],
+        ],
+        "stale": [
+            "User once asked about Perl regex lookbehind syntax.",
+            "User tried the Atom editor in 2021.",
+            "A colleague mentioned a Rust rewrite of the parser.",
+            "User looked at the jQuery migration guide once.",
+            "User asked how to center a div.",
+            "User wondered about switching the blog to Jekyll.",
+            "A flaky test in the legacy billing module was skipped once.",
+        ],
+        "stm": [
+            "User is debugging the payment service today.",
+            "Currently fixing the login redirect bug.",
+            "The team sync is at 3pm today.",
+        ],
+        "pinned": ["Never push directly to the main branch.", "Never print API tokens in logs."],
+        "query": "how do I fix a lockfile error in the build?",
+    },
+    "travel-assistant": {
+        "profile": [
+            ["User lives in Lisbon.", "The user lives in Lisbon", "I live in Lisbon."],
+            ["User lives in Porto.", "The user now lives in Porto."],
+            ["User works at Globex.", "The user works at Globex", "I work at Globex."],
+            ["User prefers window seats.", "The user prefers window seats", "User prefers a window seat."],
+            ["User's language is Portuguese.", "The user's language is Portuguese", "My language is Portuguese."],
+            ["User's editor is Google Docs.", "The user's editor is Google Docs", "My editor is Google Docs."],
+        ],
+        "episodes": [
+            ("When a flight is delayed more than 3 hours, file an EU261 compensation claim.", "success"),
+            ("Flight delayed 4 hours; filed an EU261 claim and got 400 euros.", "success"),
+            ("When the flight was delayed over 3 hours, the EU261 claim was rejected for weather.", "failure"),
+            ("When a hotel is overbooked, ask for a room at a partner hotel.", "success"),
+            ("Hotel was overbooked; asking for a partner hotel got a free upgrade.", "success"),
+            ("When booking German trains, buy the Sparpreis fare early.", "success"),
+            ("Bought the Sparpreis fare three weeks early and saved 60 percent.", "success"),
+            ("When a connection is under 45 minutes, book a later flight.", "success"),
+            ("A 40 minute connection in Frankfurt was missed.", "failure"),
+        ],
+        "near_duplicates": [
+            ["User is vegetarian.", "The user is vegetarian", "User eats a vegetarian diet."],
+            ["User's home airport is LIS.", "The user's home airport is Lisbon LIS."],
+            ["User avoids red-eye flights.", "User does not like red-eye flights."],
+        ],
+        "stale": [
+            "User asked about ski passes in Andorra in 2022.",
+            "User considered a cruise to Norway.",
+            "User looked at hostels in Prague.",
+            "User asked about visa rules for Brazil once.",
+            "User browsed camper van rentals in Iceland.",
+            "User asked about the lounge at the old terminal.",
+        ],
+        "stm": ["User is flying to Madrid tomorrow.", "Check-in for the Rome flight opens tonight."],
+        "pinned": ["User's passport expires in March 2027."],
+        "query": "my flight was delayed, what should I do?",
+    },
+    "support-bot": {
+        "profile": [
+            ["Customer's plan is Pro.", "The customer's plan is Pro", "The customer is on the Pro plan."],
+            ["Customer's plan is Enterprise.", "The customer's plan is Enterprise."],
+            ["Customer uses the Android app.", "The customer uses the Android app", "Customer uses Android."],
+            ["Customer works at Initech.", "The customer works at Initech", "Customer works for Initech."],
+            ["Customer's language is Spanish.", "The customer's language is Spanish", "Customer speaks Spanish."],
+        ],
+        "episodes": [
+            ("When a customer reports a login loop, clear the session cookie.", "success"),
+            ("Customer was stuck in a login loop; clearing the session cookie fixed it.", "success"),
+            ("Login loop reported again; clearing the session cookie resolved it.", "success"),
+            ("When a customer reported a login loop, resetting the password did not help.", "failure"),
+            ("When a refund request is older than 30 days, escalate it to billing.", "success"),
+            ("Refund request was 45 days old; escalating to billing got it approved.", "success"),
+            ("When the CSV export times out, suggest filtering by date range.", "success"),
+            ("CSV export timed out; filtering by date range made it finish.", "success"),
+            ("When the CSV export timed out, retrying without a filter failed again.", "failure"),
+        ],
+        "near_duplicates": [
+            [
+                "Password reset emails can take up to 10 minutes to arrive.",
+                "Password reset emails may take up to 10 minutes.",
+                "It can take up to ten minutes for a password reset email to arrive.",
+            ],
+            ["The mobile app supports offline mode.", "Offline mode is supported in the mobile app."],
+            ["Invoices are sent on the first of the month.", "Invoices go out on the 1st of each month."],
+        ],
+        "stale": [
+            "A customer asked about the discontinued fax integration.",
+            "Someone asked whether the app runs on Windows Phone.",
+            "A customer mentioned a typo on the old pricing page.",
+            "A user asked about the 2022 holiday schedule.",
+            "A customer asked about the retired desktop widget.",
+            "Someone reported a broken link in an archived newsletter.",
+        ],
+        "stm": ["The status page shows an outage right now.", "Billing is temporarily unavailable this morning."],
+        "pinned": ["Never share another customer's data.", "Always verify the account email before a reset."],
+        "query": "customer keeps getting logged out in a loop",
+    },
+    "research-agent": {
+        "profile": [
+            ["User works at EMBL.", "The user works at EMBL", "I work at EMBL."],
+            ["User lives in Heidelberg.", "The user lives in Heidelberg", "I live in Heidelberg."],
+            ["User's editor is RStudio.", "The user's editor is RStudio", "My editor is RStudio."],
+            ["User prefers R.", "The user prefers R", "I prefer R."],
+            ["User prefers Python.", "The user now prefers Python."],
+        ],
+        "episodes": [
+            ("When a PubMed search returns too many results, add MeSH terms.", "success"),
+            ("PubMed returned 12000 hits; adding MeSH terms cut it to 300.", "success"),
+            ("When the PubMed search was too broad, adding more keywords did not help.", "failure"),
+            ("When a PDF will not parse, run it through GROBID.", "success"),
+            ("A scanned PDF would not parse; GROBID extracted the references.", "success"),
+            ("When a PDF would not parse, GROBID failed on the scanned images.", "failure"),
+            ("When a dataset lacks a license, email the corresponding author.", "success"),
+        ],
+        "near_duplicates": [
+            [
+                "AlphaFold predictions are reliable for single-domain proteins.",
+                "AlphaFold is reliable on single-domain proteins.",
+                "For single-domain proteins AlphaFold predictions are reliable.",
+            ],
+            ["The lab meeting is on Thursdays.", "Lab meetings happen every Thursday."],
+            ["The lab meeting is at 10am.", "The lab meeting is at 11am."],
+        ],
+        "stale": [
+            "User skimmed a 2019 paper on protein folding games.",
+            "User asked about a conference in 2021.",
+            "A reviewer once suggested a different clustering method.",
+            "User read a blog post about LaTeX templates.",
+            "User browsed an old mailing list thread on BLAST settings.",
+            "A seminar on graph databases was mentioned once.",
+        ],
+        "stm": ["Reading the CRISPR review paper this afternoon.", "The grant draft is due tomorrow."],
+        "pinned": ["Always cite the primary source, not a review."],
+        "query": "search returns too many papers",
+    },
+}
+
+
+def _offset_rows() -> list[dict[str, Any]]:
+    """The corpus with times as offsets in days from now; deterministic (seeded)."""
+    rng = random.Random(SEED)
+    rows: list[dict[str, Any]] = []
+    for agent, spec in AGENTS.items():
+        out: list[dict[str, Any]] = []
+
+        add = partial(_add, out, agent)
+
+        # Profile claims: each variant repeated (a belief needs support); a changed fact comes later.
+        for g, group in enumerate(spec["profile"]):
+            # Three sayings of a long-held fact; two of a fact that changed in the last two weeks.
+            base, step = (180.0 - 30 * g, 7.0) if len(group) > 2 else (rng.uniform(5, 15), 2.0)
+            for i, text in enumerate(group):
+                source = "user" if i % 2 == 0 else "agent"
+                add(
+                    text,
+                    base - step * i,
+                    kind="semantic",
+                    source=source,
+                    tier="ltm",
+                    tags=["profile"],
+                    access_count=rng.randint(1, 6),
+                    last=rng.uniform(1, 30),
+                )
+        for text, outcome in spec["episodes"]:
+            add(
+                text,
+                rng.uniform(2, 90),
+                kind="episodic",
+                outcome=outcome,
+                source="agent",
+                tier="ltm",
+                tags=["episode"],
+                access_count=rng.randint(0, 4),
+                last=rng.uniform(1, 20),
+            )
+        for group in spec["near_duplicates"]:
+            for text in group:
+                add(
+                    text,
+                    rng.uniform(5, 60),
+                    kind="semantic",
+                    source="agent",
+                    tier="ltm",
+                    tags=["fact"],
+                    access_count=rng.randint(0, 5),
+                    last=rng.uniform(1, 10),
+                )
+        for text in spec["stale"]:
+            ago = rng.uniform(120, 300)
+            add(
+                text,
+                ago,
+                kind="episodic",
+                source="agent",
+                tier="ltm",
+                tags=["misc"],
+                access_count=0,
+                importance=0.1,
+                last=ago - rng.uniform(0, 10),
+            )
+        for i, text in enumerate(spec["stm"]):
+            # Recent enough not to have expired (STM TTL is one day); the first is accessed enough to promote.
+            add(
+                text,
+                rng.uniform(0.05, 0.3),
+                kind="episodic",
+                source="user",
+                tier="stm",
+                tags=["today"],
+                access_count=4 if i == 0 else 0,
+                importance=0.7 if i == 0 else None,
+                last=0.01,
+            )
+        for text in spec["pinned"]:
+            add(
+                text,
+                rng.uniform(200, 365),
+                kind="procedural",
+                source="user",
+                tier="ltm",
+                tags=["rule"],
+                pinned=True,
+                access_count=0,
+                importance=0.9,
+            )
+        out.sort(key=lambda r: -r["created_days_ago"])
+        for n, row in enumerate(out, start=1):
+            row = {"id": f"sample-{agent}-{n:03d}", **row}
+            rows.append({k: v for k, v in row.items() if v is not None or k == "last_accessed_days_ago"})
+    return rows
+
+
+def _add(out: list[dict[str, Any]], agent: str, content: str, ago: float, **fields: Any) -> None:
+    last = fields.pop("last", None)
+    out.append(
+        {
+            "agent_id": agent,
+            "content": content,
+            "created_days_ago": round(ago, 3),
+            "last_accessed_days_ago": None if last is None else round(min(last, ago), 3),
+            **fields,
+        }
+    )
+
+
+def _absolute(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """An offset row as an import line with ISO times relative to ``now``."""
+    out = {k: v for k, v in row.items() if k not in ("created_days_ago", "last_accessed_days_ago")}
+    out["created_at"] = (now - timedelta(days=row["created_days_ago"])).isoformat()
+    last = row.get("last_accessed_days_ago")
+    if last is not None:
+        out["last_accessed_at"] = (now - timedelta(days=last)).isoformat()
+    return out
+
+
+def generate_sample_corpus(now: datetime | None = None) -> list[dict[str, Any]]:
+    """The sample corpus as import lines (``import_jsonl`` accepts them), times relative to ``now``."""
+    now = now or utcnow()
+    return [_absolute(r, now) for r in _offset_rows()]
+
+
+def sample_path() -> Path:
+    return Path(str(resources.files("engram_pipeline").joinpath("data", SAMPLE_FILE)))
+
+
+def load_sample_corpus(now: datetime | None = None, path: str | Path | None = None) -> list[dict[str, Any]]:
+    """Read the committed (or an edited) offset corpus and return import lines relative to ``now``."""
+    now = now or utcnow()
+    with open(path or sample_path(), encoding="utf-8") as fh:
+        return [_absolute(json.loads(line), now) for line in fh if line.strip()]
+
+
+def offset_lines() -> Iterator[str]:
+    for row in _offset_rows():
+        yield json.dumps(row, ensure_ascii=False)
+
+
+def run_demo(settings: Settings, db_uri: str | None = None, *, out: Any = None) -> None:
+    """Import the sample corpus into a store (default ``settings.resolved_db_uri``) and print a recall per
+    agent. Idempotent: a second run finds every line already stored (exact duplicates)."""
+    from engram_pipeline.importer import import_jsonl
+    from engram_pipeline.store import MemoryStore
+
+    out = out or sys.stdout
+    uri = db_uri or settings.resolved_db_uri
+    store = MemoryStore.open(uri, settings=settings)
+    report = import_jsonl(store, load_sample_corpus())
+    print(
+        f"sample corpus -> {uri} ({store.embedder.name}): {report.lines} lines, {report.created} created, "
+        f"{report.exact_duplicates} already there",
+        file=out,
+    )
+    for agent, spec in AGENTS.items():
+        print(f"\n[{agent}] recall: {spec['query']!r}", file=out)
+        for hit in store.recall(agent, spec["query"], k=3, track_access=False):
+            m = hit.memory
+            print(f"  {hit.score:.3f}  {m['kind']:<10} {m['status']:<12} {m['content']}", file=out)
+
+
+if __name__ == "__main__":  # python -m engram_pipeline.sample > engram_pipeline/data/sample_corpus.jsonl
+    for line in offset_lines():
+        print(line)

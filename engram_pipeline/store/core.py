@@ -532,19 +532,21 @@ class MemoryStore(RecordsMixin):
         )
         return after
 
-    def record_access(self, rows: Sequence[Memory]) -> None:
-        """Access bookkeeping: +1 access and a new ``last_accessed_at`` for rows still at the version read.
+    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> None:
+        """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
 
         One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
-        meanwhile is left alone.
+        meanwhile is left alone. ``times``/``at`` let a deferred recorder (the API's) fold many reads into one
+        commit.
         """
         if not rows:
             return
         cond = " OR ".join(f"(id = {lit(r['id'])} AND version = {int(r['version'])})" for r in rows)
-        now = utcnow()
+        now = at or utcnow()
         _with_retry(
             lambda: self.memories.update(
-                where=cond, values_sql={"access_count": "access_count + 1", "last_accessed_at": _ts_sql(now)}
+                where=cond,
+                values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
             )
         )
 

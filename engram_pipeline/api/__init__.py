@@ -1,0 +1,22 @@
+"""The memory API: HTTP (FastAPI) and MCP (stdio) shells over :class:`~engram_pipeline.store.MemoryStore`.
+
+Entry points for the CLI: :func:`serve` (``engram serve``) and :func:`run_mcp` (``engram mcp``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engram_pipeline.api.app import app_from_env, create_app, serve
+
+if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
+
+__all__ = ["app_from_env", "create_app", "run_mcp", "serve"]
+
+
+def run_mcp(agent_id: str, settings: Settings) -> None:
+    """Serve the MCP tools for ``agent_id`` over stdio (blocking); see :mod:`engram_pipeline.api.mcp_server`."""
+    from engram_pipeline.api.mcp_server import run_mcp as _run
+
+    _run(agent_id, settings)

@@ -1,0 +1,38 @@
+"""``python -m engram_pipeline.api [--host H] [--port N] | mcp --agent ID``: run a server from the environment.
+
+A small entry of its own so tests and benchmarks can start a real server without the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engram_pipeline.settings import Settings, SettingsError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engram_pipeline.api")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--mcp-agent", default=None, help="serve MCP over stdio for this agent instead of HTTP")
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        if args.mcp_agent:
+            from engram_pipeline.api import run_mcp
+
+            run_mcp(args.mcp_agent, settings)
+        else:
+            from engram_pipeline.api import serve
+
+            serve(args.host, args.port, settings, log_level=args.log_level)
+    except SettingsError as exc:
+        print(f"engram: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The memory API: an app factory, its lifespan, and the mapping of store errors to HTTP answers.
+
+>>> from engram_pipeline.settings import Settings
+>>> app = create_app(settings=Settings(embedder="hashing", db_uri="memory://"))
+>>> sorted(r.path for r in app.routes if r.path.startswith("/v1/memories"))[:2]
+['/v1/memories', '/v1/memories/recall']
+
+Run it with :func:`serve` (``engram serve``), or ``python -m engram_pipeline.api --port 8080``, or
+``uvicorn engram_pipeline.api.app:app_from_env --factory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from engram_pipeline.api.access import AccessRecorder
+from engram_pipeline.api.auth import KeyRing, check_bind
+from engram_pipeline.api.deps import ApiState
+from engram_pipeline.api.passes import PassUnavailable
+from engram_pipeline.api.routes import agents, memories
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import InvalidInput, MemoryNotFound, MemoryStore, NothingToRestore, VersionConflict
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    store: MemoryStore | None = None, settings: Settings | None = None, *, access_interval_s: float = 0.05
+) -> FastAPI:
+    """The FastAPI app over ``store`` (opened from ``settings`` at startup when not given).
+
+    ``access_interval_s`` is how often deferred access bookkeeping is flushed (0 records inline).
+    """
+    if settings is None:
+        settings = store.settings if store is not None else Settings.from_env()
+    keys = KeyRing.from_settings(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state: ApiState | None = getattr(app.state, "engram", None)
+        if state is None:
+            opened = MemoryStore.open(settings=settings)
+            state = ApiState(opened, settings, keys, AccessRecorder(opened, interval_s=access_interval_s))
+            app.state.engram = state
+        state.access.start()
+        try:
+            yield
+        finally:
+            state.access.stop()
+
+    app = FastAPI(
+        title="Engram memory API",
+        version="1",
+        description="Remember, recall and maintain AI-agent memories. Bearer API keys are scoped to agent ids.",
+        lifespan=lifespan,
+    )
+    if store is not None:  # usable without the lifespan too (e.g. an ASGI test client that skips it)
+        app.state.engram = ApiState(store, settings, keys, AccessRecorder(store, interval_s=access_interval_s))
+    app.include_router(memories.router)
+    app.include_router(agents.router)
+    _add_error_handlers(app)
+    return app
+
+
+def _error(status: int, detail: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=status)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(InvalidInput)
+    async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+        return _error(422, str(exc))
+
+    @app.exception_handler(MemoryNotFound)
+    async def not_found(_: Request, exc: MemoryNotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(VersionConflict)
+    async def conflict(_: Request, exc: VersionConflict) -> JSONResponse:
+        if exc.current is None:
+            return _error(404, f"memory {exc.memory_id!r} no longer exists")
+        return _error(409, str(exc), current_version=exc.current)
+
+    @app.exception_handler(NothingToRestore)
+    async def nothing_to_restore(_: Request, exc: NothingToRestore) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(PassUnavailable)
+    async def unavailable(_: Request, exc: PassUnavailable) -> JSONResponse:
+        return _error(501, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [_plain_error(e) for e in exc.errors()]
+        detail = "; ".join(f"{e['loc']}: {e['msg']}" if e["loc"] else e["msg"] for e in errors)
+        return _error(422, detail or "invalid request", errors=errors)
+
+
+def _plain_error(error: Any) -> dict[str, Any]:
+    """One pydantic error as JSON-safe text (inputs are left out: they can be huge or unserialisable)."""
+    loc = [str(p) for p in error.get("loc", ()) if p not in ("body",)]
+    msg = str(error.get("msg", "invalid"))
+    if error.get("type") == "json_invalid":
+        msg = f"malformed JSON: {error.get('ctx', {}).get('error', 'cannot parse the body')}"
+        loc = []
+    elif error.get("type") == "extra_forbidden":
+        msg = "unknown field"
+    return {"loc": ".".join(loc), "msg": msg, "type": str(error.get("type", ""))}
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory``: settings from the environment."""
+    return create_app(settings=Settings.from_env())
+
+
+def serve(host: str, port: int, settings: Settings, *, log_level: str = "info") -> None:
+    """Serve the API with uvicorn (blocking). Refuses a non-loopback ``host`` when no API keys are set.
+
+    Raises ``SettingsError`` with a message for the user on a refused bind or a malformed key list.
+    """
+    import uvicorn
+
+    keys = KeyRing.from_settings(settings)
+    check_bind(host, keys)
+    if not keys.enabled:
+        print(
+            f"engram: no API keys configured; serving loopback callers on {host}:{port} without authentication",
+            file=sys.stderr,
+        )
+    uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)

@@ -1,0 +1,126 @@
+"""Dependencies of the routes: the store, the caller, and the memory or agent a route acts on.
+
+Authentication, tenancy (403) and not-found (404) are decided here, once; routes receive what they may touch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from engram_pipeline.api.access import AccessRecorder
+from engram_pipeline.api.auth import LOCAL_CALLER, Caller, KeyRing, is_loopback
+from engram_pipeline.api.models import ID_PATTERN, MAX_ID_CHARS
+from engram_pipeline.model import Memory
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryNotFound, MemoryStore
+
+
+@dataclass
+class ApiState:
+    """What the app holds for its lifetime (``app.state.engram``)."""
+
+    store: MemoryStore
+    settings: Settings
+    keys: KeyRing
+    access: AccessRecorder
+
+
+def get_state(request: Request) -> ApiState:
+    state: ApiState | None = getattr(request.app.state, "engram", None)
+    if state is None:  # the lifespan did not run (or failed to open the store)
+        raise HTTPException(503, "the memory store is not open")
+    return state
+
+
+StateDep = Annotated[ApiState, Depends(get_state)]
+
+
+def get_store(state: StateDep) -> MemoryStore:
+    return state.store
+
+
+StoreDep = Annotated[MemoryStore, Depends(get_store)]
+
+bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <token>`")
+
+
+def get_caller(
+    request: Request,
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
+    """The caller of this request: the key's owner, or ``local`` when no keys are configured."""
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not state.keys.enabled:
+        # No keys: only loopback callers are served (the server also refuses to bind elsewhere).
+        if request.client is not None and not is_loopback(request.client.host):
+            raise HTTPException(401, "no API keys are configured; only loopback callers are served", challenge)
+        return LOCAL_CALLER
+    if credentials is None:
+        raise HTTPException(401, "missing API key: send Authorization: Bearer <token>", challenge)
+    caller = state.keys.lookup(credentials.credentials)
+    if caller is None:
+        raise HTTPException(401, "unknown API key", challenge)
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def authorize(caller: Caller, agent_id: str) -> None:
+    """Refuse (403) a caller whose key is not scoped to ``agent_id``."""
+    if not caller.may_access(agent_id):
+        raise HTTPException(403, f"API key {caller.name!r} may not access agent {agent_id!r}")
+
+
+def get_admin(caller: CallerDep) -> Caller:
+    if not caller.admin:
+        raise HTTPException(403, f"API key {caller.name!r} is not an admin key; lifecycle passes need one")
+    return caller
+
+
+AdminDep = Annotated[Caller, Depends(get_admin)]
+
+MemoryIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+AgentIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+
+
+def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
+    authorize(caller, agent_id)
+    return agent_id
+
+
+AgentDep = Annotated[str, Depends(get_agent)]
+
+
+def get_memory(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) -> Memory:
+    """The memory named in the path, if it exists (404) and belongs to an agent the caller may access (403)."""
+    rows = store.get_many([memory_id])
+    if not rows:
+        raise MemoryNotFound(memory_id)
+    authorize(caller, rows[0]["agent_id"])
+    return rows[0]
+
+
+MemoryDep = Annotated[Memory, Depends(get_memory)]
+
+
+def get_restorable(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) -> str:
+    """A memory id to restore: the row may be gone (pruned, deleted), so its agent comes from the audit."""
+    rows = store.get_many([memory_id], columns=["id", "agent_id"])
+    if rows:
+        agent_id = rows[0]["agent_id"]
+    else:
+        found = store.last_pre_image(memory_id)
+        if found is None:
+            raise MemoryNotFound(memory_id)
+        agent_id = found[0]["agent_id"]
+    authorize(caller, agent_id)
+    return memory_id
+
+
+RestorableDep = Annotated[str, Depends(get_restorable)]

@@ -1,0 +1,208 @@
+"""Request and response models of the memory API, one set per resource.
+
+Request models forbid unknown fields (a typo is a 422 that names the field, never a silently ignored option)
+and are strict (``"5"`` is not a number). Limits that depend on settings (content bytes, vector dimension)
+are checked by the store, which raises ``InvalidInput`` before anything is written.
+
+``MemoryOut`` lists the columns of ``model.memory_schema`` a client sees; ``tests/api`` checks it against
+the Arrow schema so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from engram_pipeline.model import Memory
+
+MAX_ID_CHARS = 200
+# Ids travel into LanceDB filters: no control characters (NUL cannot be quoted), bounded length.
+ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+MAX_VERSION = 2**53  # beyond any real version, within int64 after the +1 of a write
+
+
+def _no_surrogates(value: str) -> str:
+    # JSON may carry lone UTF-16 surrogates ("\ud800"); they cannot be stored as UTF-8.
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError("text contains an unpaired surrogate; send valid Unicode") from None
+    return value
+
+
+Id = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_no_surrogates)
+]
+Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_surrogates)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_surrogates)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
+Kind = Literal["episodic", "semantic", "procedural", "schema"]
+Source = Literal["user", "agent", "tool", "derived", "inferred"]
+Outcome = Literal["success", "failure"]
+ConfidenceTier = Literal["hot", "warm", "cold", "archive"]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# -- memories --------------------------------------------------------------------------------------------
+class RememberRequest(Request):
+    agent_id: Id
+    content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
+    tier: Literal["stm", "ltm", "auto"] = "auto"
+    kind: Kind = "semantic"
+    tags: Annotated[list[Tag], Field(max_length=100)] = []
+    source: Source = "agent"
+    outcome: Outcome | None = None
+    pinned: bool = False
+    importance: Unit | None = None
+    confidence: Unit | None = None
+    metadata: dict[str, Any] | None = None
+    ttl_s: Annotated[int, Field(ge=1, le=10 * 365 * 86400)] | None = None
+    vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
+
+
+class UpdateRequest(Request):
+    """A versioned edit: ``expected_version`` is the version you read; a stale one is refused with 409."""
+
+    expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)]
+    content: Text | None = None
+    tags: Annotated[list[Tag], Field(max_length=100)] | None = None
+    importance: Unit | None = None
+    confidence: Unit | None = None
+    pinned: bool | None = None
+    kind: Kind | None = None
+    tier: Literal["stm", "ltm"] | None = None
+    outcome: Outcome | None = Field(default=None, description="null clears the outcome")
+    source: Source | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="replaces the whole metadata object")
+
+    @model_validator(mode="after")
+    def _changes_given(self) -> UpdateRequest:
+        nulls = sorted(f for f in self.model_fields_set if getattr(self, f) is None and f != "outcome")
+        if nulls:
+            raise ValueError(f"{', '.join(nulls)} cannot be null (only outcome can be cleared)")
+        if not self.model_fields_set - {"expected_version"}:
+            raise ValueError("nothing to update: give at least one field besides expected_version")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.model_fields_set if f != "expected_version"}
+
+
+class RecallRequest(Request):
+    agent_id: Id
+    query: Text | None = None
+    vector: Vector | None = None
+    k: Annotated[int, Field(ge=1, le=100)] = 10
+    include_superseded: bool = False
+    include_archived: bool = False
+    tiers: Annotated[list[ConfidenceTier], Field(min_length=1)] | None = None
+    min_confidence: Unit | None = None
+
+    @model_validator(mode="after")
+    def _one_probe(self) -> RecallRequest:
+        if (self.query is None) == (self.vector is None):
+            raise ValueError("give exactly one of query or vector")
+        return self
+
+
+class MemoryOut(BaseModel):
+    """A memory as clients see it (every column but the vector and the internal write token)."""
+
+    id: str
+    agent_id: str
+    tier: str
+    kind: str
+    content: str
+    content_hash: str
+    tags: list[str]
+    source: str | None
+    outcome: str | None
+    importance: float | None
+    importance_factors: dict[str, Any] | None
+    confidence: float | None
+    access_count: int | None
+    reinforcement_count: int | None
+    pinned: bool | None
+    status: str
+    superseded_by: str | None
+    contradiction_with: list[str]
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_accessed_at: datetime | None
+    decayed_at: datetime | None
+    expires_at: datetime | None
+    version: int
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Memory) -> MemoryOut:
+        data = {k: row.get(k) for k in cls.model_fields}
+        data["tags"] = data["tags"] or []
+        data["contradiction_with"] = data["contradiction_with"] or []
+        data["metadata"] = _json_object(row.get("metadata")) or {}
+        data["importance_factors"] = _json_object(row.get("importance_factors"))
+        return cls.model_validate(data)
+
+
+def _json_object(raw: str | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+class RememberResponse(BaseModel):
+    memory: MemoryOut
+    outcome: Literal["created", "exact_duplicate", "semantic_duplicate"]
+    score: float | None = Field(description="similarity to the matched row of a semantic duplicate")
+    contradictions: list[dict[str, Any]]
+
+
+class RecallHitOut(BaseModel):
+    memory: MemoryOut
+    score: float
+    similarity: float
+    recency: float
+
+
+class RecallResponse(BaseModel):
+    data: list[RecallHitOut]
+    count: int
+
+
+# -- agents and passes -----------------------------------------------------------------------------------
+class DecayRequest(Request):
+    confidence: bool = Field(default=False, description="also run competition-aware confidence decay")
+
+
+class ConsolidateRequest(Request):
+    scope: Literal["recent", "full"] = "recent"
+
+
+class CorpusMergeRequest(Request):
+    dry_run: bool = Field(default=True, description="plan only (default); false applies the latest plan")
+
+
+class ReportResponse(BaseModel):
+    """A lifecycle pass's report (its frozen dataclass, as JSON)."""
+
+    pass_name: str
+    agent_id: str
+    report: dict[str, Any]
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+class ErrorOut(BaseModel):
+    detail: str
+    current_version: int | None = None
+    errors: list[dict[str, Any]] | None = None

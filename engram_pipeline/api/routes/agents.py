@@ -1,0 +1,88 @@
+"""``/v1/agents/{agent_id}``: health for the agent's keys; lifecycle passes for admin keys.
+
+The passes run synchronously in the request (a worker thread) and return their report (see
+:mod:`engram_pipeline.api.passes`; a pass that is not installed is a 501 that says so).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+
+from engram_pipeline.api.deps import AdminDep, AgentDep, StoreDep
+from engram_pipeline.api.models import (
+    ConsolidateRequest,
+    CorpusMergeRequest,
+    DecayRequest,
+    ErrorOut,
+    ReportResponse,
+)
+from engram_pipeline.api.passes import as_json, lifecycle
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or unknown API key"},
+    403: {"model": ErrorOut, "description": "the key is not scoped to this agent (or is not an admin key)"},
+    422: {"model": ErrorOut, "description": "invalid input"},
+    501: {"model": ErrorOut, "description": "this pass is not installed"},
+}
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["agents"], responses=ERRORS)
+
+
+def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
+    return ReportResponse(pass_name=pass_name, agent_id=agent_id, report=as_json(report))
+
+
+@router.get("/health", response_model=ReportResponse)
+def agent_health(agent_id: AgentDep, store: StoreDep) -> ReportResponse:
+    """Counts by status, tier and confidence tier, and what the passes last did for this agent."""
+    return _report("health", agent_id, lifecycle("health", "health")(store, agent_id))
+
+
+@router.post("/decay", response_model=ReportResponse)
+def decay(
+    agent_id: AgentDep, store: StoreDep, _admin: AdminDep, body: Annotated[DecayRequest | None, Body()] = None
+) -> ReportResponse:
+    """Run the importance decay pass now (re-score, mark stale, prune with audit) and return its report.
+
+    With ``{"confidence": true}`` the competition-aware confidence decay runs after it.
+    """
+    report = as_json(lifecycle("decay", "decay_importance")(store, agent_id))
+    if body is not None and body.confidence:
+        report = {
+            "importance": report,
+            "confidence": as_json(lifecycle("confidence", "decay_confidence")(store, agent_id)),
+        }
+    return ReportResponse(pass_name="decay", agent_id=agent_id, report=report)
+
+
+@router.post("/consolidate", response_model=ReportResponse)
+def consolidate(
+    agent_id: AgentDep,
+    store: StoreDep,
+    _admin: AdminDep,
+    body: Annotated[ConsolidateRequest | None, Body()] = None,
+) -> ReportResponse:
+    """Run the five-stage consolidation (``scope`` recent or full) now and return its report."""
+    scope = body.scope if body is not None else "recent"
+    return _report("consolidate", agent_id, lifecycle("consolidation", "consolidate")(store, agent_id, scope=scope))
+
+
+@router.post("/promote", response_model=ReportResponse)
+def promote(agent_id: AgentDep, store: StoreDep, _admin: AdminDep) -> ReportResponse:
+    """Run STM to LTM promotion now and return its report."""
+    return _report("promote", agent_id, lifecycle("promotion", "promote_stm")(store, agent_id))
+
+
+@router.post("/corpus-merge", response_model=ReportResponse)
+def corpus_merge(
+    agent_id: AgentDep,
+    store: StoreDep,
+    _admin: AdminDep,
+    body: Annotated[CorpusMergeRequest | None, Body()] = None,
+) -> ReportResponse:
+    """Plan the corpus merge (dry run, the default) or apply the reviewed plan (``dry_run: false``)."""
+    dry_run = body.dry_run if body is not None else True
+    fn = lifecycle("corpus_merge", "consolidate_corpus")
+    return _report("corpus_merge", agent_id, fn(store, agent_id, dry_run=dry_run))

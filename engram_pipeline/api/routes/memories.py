@@ -1,0 +1,100 @@
+"""``/v1/memories``: remember, get, versioned update, recall, restore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from engram_pipeline.api.deps import CallerDep, MemoryDep, RestorableDep, StateDep, StoreDep, authorize
+from engram_pipeline.api.models import (
+    ErrorOut,
+    MemoryOut,
+    RecallHitOut,
+    RecallRequest,
+    RecallResponse,
+    RememberRequest,
+    RememberResponse,
+    UpdateRequest,
+)
+
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or unknown API key"},
+    403: {"model": ErrorOut, "description": "the key is not scoped to this agent"},
+    422: {"model": ErrorOut, "description": "invalid input; nothing was written"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "no such memory"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "stale expected_version; current_version says where the row is"}
+}
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+
+@router.post(
+    "",
+    response_model=RememberResponse,
+    status_code=201,
+    responses={**AUTH_ERRORS, 200: {"model": RememberResponse, "description": "an existing memory matched"}},
+)
+def remember(body: RememberRequest, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
+    """Store a memory with write-time dedup and contradiction handling.
+
+    201 with outcome ``created`` (and any contradictions found); 200 with ``exact_duplicate`` or
+    ``semantic_duplicate`` when an existing memory absorbed the write.
+    """
+    authorize(caller, body.agent_id)
+    fields = body.model_dump(exclude={"agent_id", "content"})
+    result = store.remember(body.agent_id, body.content, actor=caller.actor, **fields)
+    if result.outcome != "created":
+        response.status_code = 200
+    return RememberResponse(
+        memory=MemoryOut.of(result.memory),
+        outcome=result.outcome,  # type: ignore[arg-type]
+        score=result.score,
+        contradictions=list(result.contradictions),
+    )
+
+
+@router.post("/recall", response_model=RecallResponse, responses=AUTH_ERRORS)
+def recall(body: RecallRequest, state: StateDep, caller: CallerDep) -> RecallResponse:
+    """The ``k`` best memories of an agent for a query text or a vector, with their scores."""
+    authorize(caller, body.agent_id)
+    options = body.model_dump(exclude={"agent_id", "query"})
+    hits = state.store.recall(body.agent_id, body.query, track_access=False, **options)
+    state.access.record(h.memory for h in hits)
+    data = [
+        RecallHitOut(memory=MemoryOut.of(h.memory), score=h.score, similarity=h.similarity, recency=h.recency)
+        for h in hits
+    ]
+    return RecallResponse(data=data, count=len(data))
+
+
+@router.get("/{memory_id}", response_model=MemoryOut, responses={**AUTH_ERRORS, **NOT_FOUND})
+def get_memory(memory: MemoryDep, state: StateDep) -> MemoryOut:
+    """One memory by id, whatever its status (an access: it counts for importance)."""
+    state.access.record([memory])
+    return MemoryOut.of(memory)
+
+
+@router.patch("/{memory_id}", response_model=MemoryOut, responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT})
+def update_memory(memory: MemoryDep, body: UpdateRequest, store: StoreDep, caller: CallerDep) -> MemoryOut:
+    """Change fields of a memory you read at ``expected_version``; a stale version is a 409."""
+    row = store.update(
+        memory["id"],
+        expected_version=body.expected_version,
+        actor=caller.actor,
+        agent_id=memory["agent_id"],
+        **body.changes(),
+    )
+    return MemoryOut.of(row)
+
+
+@router.post(
+    "/{memory_id}/restore",
+    response_model=MemoryOut,
+    responses={**AUTH_ERRORS, **NOT_FOUND, 409: {"model": ErrorOut, "description": "nothing to restore"}},
+)
+def restore_memory(memory_id: RestorableDep, store: StoreDep, caller: CallerDep) -> MemoryOut:
+    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image."""
+    return MemoryOut.of(store.restore(memory_id, actor=caller.actor))

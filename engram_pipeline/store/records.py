@@ -147,8 +147,13 @@ class RecordsMixin:
         rows = self.plans.search().where(eq("plan_id", plan_id)).limit(1).to_arrow().to_pylist()
         return _plan(rows[0]) if rows else None
 
-    def latest_plan(self, agent_id: str, *, kind: str = "corpus_merge") -> dict[str, Any] | None:
+    def latest_plan(
+        self, agent_id: str, *, kind: str = "corpus_merge", status: str | None = None
+    ) -> dict[str, Any] | None:
+        """The agent's newest plan of ``kind`` (only among plans with ``status``, e.g. "pending", if given)."""
         where = f"{eq('agent_id', agent_id)} AND {eq('kind', kind)}"
+        if status is not None:
+            where += f" AND {eq('status', status)}"
         rows = self.plans.search().where(where).limit(None).to_arrow().to_pylist()
         if not rows:
             return None

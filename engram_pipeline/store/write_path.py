@@ -12,6 +12,8 @@ After exact dedup (done by the caller), the new row's nearest visible neighbours
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, utcnow
@@ -19,6 +21,7 @@ from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.store.sql import eq
 
 if TYPE_CHECKING:
+    from engram_pipeline.store.cas import CasResult
     from engram_pipeline.store.core import MemoryStore, RememberResult
 
 NEIGHBOURS = 8
@@ -144,19 +147,45 @@ def mark_contradicted(
 ) -> list[str]:
     """Mark each ``(row, partner)``: status ``contradicted`` (unless hidden), partner added to
     ``contradiction_with``, reason and time in metadata. One compare-and-set batch; returns skipped ids."""
+    result = mark_contradicted_many(
+        store, [(row, partner, reason) for row, partner in pairs], actor=actor, now=now, run_id=run_id
+    )
+    return list(result.skipped_concurrent_edit)
+
+
+def mark_contradicted_many(
+    store: MemoryStore,
+    pairs: Sequence[tuple[str, str, str]],
+    *,
+    actor: str,
+    expected: Mapping[str, int] | None = None,
+    still_valid: Callable[[Memory], bool] | None = None,
+    now: Any = None,
+    run_id: str | None = None,
+) -> CasResult:
+    """Record every ``(row, partner, reason)`` in one compare-and-set batch (give both directions of a pair).
+
+    Each row gets status ``contradicted`` (a hidden row keeps its status), the partners added to
+    ``contradiction_with`` and a ``contradictions`` entry (partner, reason, time) in its metadata; a row that
+    already lists every partner is left alone. ``expected`` holds the versions the caller decided on (default:
+    the versions read here); a row whose version moved is re-read once and re-marked only if
+    ``still_valid(fresh_row)`` holds (say, its content is the one that was judged), else it counts as skipped.
+    """
     now = now or utcnow()
-    partners: dict[str, set[str]] = {}
-    for row_id, partner in pairs:
-        partners.setdefault(row_id, set()).add(partner)
+    partners: dict[str, dict[str, str]] = {}
+    for row_id, partner, why in pairs:
+        partners.setdefault(row_id, {}).setdefault(partner, why)
 
     def change(row: Memory) -> dict[str, Any] | None:
         have = set(row["contradiction_with"] or [])
-        want = have | partners[row["id"]]
+        want = have | set(partners[row["id"]])
         if want == have:
             return None
         meta = loads_metadata(row)
         for p in sorted(want - have):
-            meta.setdefault("contradictions", []).append({"with": p, "reason": reason, "at": now.isoformat()})
+            meta.setdefault("contradictions", []).append(
+                {"with": p, "reason": partners[row["id"]][p], "at": now.isoformat()}
+            )
         hidden = row["status"] in ("superseded", "archived") or row["superseded_by"] is not None
         return {
             "id": row["id"],
@@ -166,17 +195,7 @@ def mark_contradicted(
             "metadata": dumps_metadata(meta),
         }
 
-    def changes(rows: list[Memory]) -> list[dict[str, Any]]:
-        return [c for c in (change(r) for r in rows) if c is not None]
-
-    result = store.cas_write(
-        changes(store.get_many(list(partners))),
-        recompute=changes,
-        actor=actor,
-        action="contradiction",
-        run_id=run_id,
-    )
-    return list(result.skipped_concurrent_edit)
+    return _cas_many(store, partners, change, expected, still_valid, actor, "contradiction", run_id, False)
 
 
 def mark_superseded(
@@ -190,11 +209,38 @@ def mark_superseded(
     run_id: str | None = None,
 ) -> bool:
     """Hide ``old`` behind ``by`` (status ``superseded``, ``superseded_by``), audited with its pre-image."""
-    now = now or utcnow()
+    result = mark_superseded_many(store, [(old["id"], by, reason)], actor=actor, now=now, run_id=run_id)
+    return bool(result.applied)
 
-    def change(row: Memory) -> dict[str, Any]:
+
+def mark_superseded_many(
+    store: MemoryStore,
+    items: Sequence[tuple[str, str, str]],
+    *,
+    actor: str,
+    expected: Mapping[str, int] | None = None,
+    still_valid: Callable[[Memory], bool] | None = None,
+    now: Any = None,
+    run_id: str | None = None,
+) -> CasResult:
+    """Hide each ``(row, by, reason)`` behind ``by`` in one audited compare-and-set batch.
+
+    The row gets status ``superseded``, ``superseded_by`` and a ``superseded`` entry (by, reason, time) in its
+    metadata; its full pre-image goes to the audit table (action ``supersede``), so ``restore`` brings it back.
+    A row that is already hidden is left alone (its ``superseded_by`` is the durable marker and is never
+    re-pointed). ``expected`` and ``still_valid`` as in :func:`mark_contradicted_many`.
+    """
+    now = now or utcnow()
+    target: dict[str, dict[str, str]] = {}
+    for row_id, by, why in items:
+        target.setdefault(row_id, {by: why})
+
+    def change(row: Memory) -> dict[str, Any] | None:
+        if row["superseded_by"] is not None or row["status"] in ("superseded", "archived"):
+            return None
+        ((by, why),) = target[row["id"]].items()
         meta = loads_metadata(row)
-        meta["superseded"] = {"by": by, "reason": reason, "at": now.isoformat()}
+        meta["superseded"] = {"by": by, "reason": why, "at": now.isoformat()}
         return {
             "id": row["id"],
             "version": row["version"],
@@ -203,15 +249,50 @@ def mark_superseded(
             "metadata": dumps_metadata(meta),
         }
 
-    fresh = store.get_many([old["id"]])
-    if not fresh:
-        return False
+    return _cas_many(store, target, change, expected, still_valid, actor, "supersede", run_id, True)
+
+
+def _cas_many(
+    store: MemoryStore,
+    wanted: Mapping[str, Any],
+    change: Callable[[Memory], dict[str, Any] | None],
+    expected: Mapping[str, int] | None,
+    still_valid: Callable[[Memory], bool] | None,
+    actor: str,
+    action: str,
+    run_id: str | None,
+    audit: bool,
+) -> CasResult:
+    """One compare-and-set batch of ``change(row)`` over the rows ``wanted``, claiming the ``expected``
+    versions; on a miss, one recomputation from the fresh row when ``still_valid`` allows it."""
+    invalid: list[str] = []
+
+    def changes(rows: list[Memory], *, claim: bool) -> list[dict[str, Any]]:
+        out = []
+        for row in rows:
+            if not claim and still_valid is not None and not still_valid(row):
+                invalid.append(row["id"])
+                continue
+            c = change(row)
+            if c is not None:
+                if claim and expected is not None and row["id"] in expected:
+                    # The version the caller judged: if the row moved since, this misses and is recomputed.
+                    c["version"] = expected[row["id"]]
+                out.append(c)
+        return out
+
+    rows = store.get_many(list(wanted))
+    gone = sorted(set(wanted) - {r["id"] for r in rows})
     result = store.cas_write(
-        [change(fresh[0])],
-        recompute=lambda rows: [change(r) for r in rows],
+        changes(rows, claim=True),
+        recompute=lambda fresh: changes(fresh, claim=False),
         actor=actor,
-        action="supersede",
+        action=action,
         run_id=run_id,
-        audit=True,
+        audit=audit,
     )
-    return bool(result.applied)
+    return dataclasses.replace(
+        result,
+        skipped_concurrent_edit=(*result.skipped_concurrent_edit, *gone, *invalid),
+        unchanged=tuple(i for i in result.unchanged if i not in set(invalid)),
+    )

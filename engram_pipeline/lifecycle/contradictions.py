@@ -1,0 +1,205 @@
+"""Batch contradiction pass: flag (or supersede) the similar pairs of one agent that contradict each other.
+
+The write path catches a contradiction when the second memory arrives; this pass catches the rest (rows
+imported in bulk, thresholds or rules changed since, a neighbour the write path's k nearest missed).
+
+Candidates are the pairs of the agent's neighbour graph (:mod:`engram_pipeline.lifecycle.graph`) with
+``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` between two rows recall
+shows; a candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
+(similarity only says two memories talk about the same thing, not that they disagree). Then, by policy:
+
+* ``flag`` (default): both rows ``contradicted``, each in the other's ``contradiction_with``, reason and time
+  in their metadata, one ``contradicts`` link (newer -> older). Both stay in recall.
+* ``supersede``: the older row (``created_at``, then id) is hidden behind the newer (``superseded_by``), its
+  pre-image audited so ``restore`` brings it back, and a ``supersedes`` link (newer -> older).
+
+Writes go through one compare-and-set per batch of candidate pairs (batched by the smaller id of each pair,
+which is also the resumable cursor), claiming the versions the pass read: a row edited since is re-read once
+and marked only if its content is still the one judged, else counted in ``skipped_concurrent_edit``. A pair
+already flagged both ways is not a candidate again, so a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+
+from engram_pipeline.claims import detect_contradiction
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
+from engram_pipeline.model import Memory
+from engram_pipeline.settings import CONTRADICTION_POLICIES, SettingsError
+from engram_pipeline.store.write_path import mark_contradicted_many, mark_superseded_many
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+PASS_NAME = "contradictions"
+ACTOR = "contradiction_detection"
+BATCH_SIZE = 1000  # anchor rows (the smaller id of a pair) per compare-and-set batch
+_COLUMNS = ["id", "content", "content_hash", "status", "superseded_by", "contradiction_with", "created_at", "version"]
+
+
+@dataclass(frozen=True)
+class ContradictionReport:
+    """What one run did. ``flagged`` counts pairs newly flagged, ``superseded`` rows hidden (policy
+    ``supersede``); ``candidates`` the in-band pairs the rules judged (pairs already flagged are not)."""
+
+    scanned: int
+    candidates: int
+    flagged: int
+    superseded: int
+    skipped_concurrent_edit: int
+    cursor: dict[str, Any]
+
+
+def detect_contradictions(
+    store: MemoryStore,
+    agent_id: str,
+    *,
+    graph: pa.Table | None = None,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    policy: str | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> ContradictionReport:
+    """Flag or supersede the contradicting pairs of ``agent_id``'s similar memories; see the module doc.
+
+    ``graph`` is the agent's precomputed neighbour graph (any floor at or below the contradiction band);
+    ``policy`` overrides ``MEMORY_CONTRADICTION_POLICY``.
+    """
+    settings = store.settings
+    policy = policy or settings.contradiction_policy
+    if policy not in CONTRADICTION_POLICIES:
+        raise SettingsError(f"contradiction policy {policy!r}: must be one of {', '.join(CONTRADICTION_POLICIES)}")
+    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    frame = agent_frame(store, agent_id, columns=_COLUMNS, where=VISIBLE_SQL)
+    graph = agent_graph(store, agent_id) if graph is None else graph
+    pairs = _ordered_pairs(band(graph, settings.contradiction_threshold, settings.contradiction_threshold_max))
+    involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
+    rows = {r["id"]: r for r in frame.filter(pl.col("id").is_in(list(involved))).to_dicts()}
+    linked = _linked_pairs(store, agent_id)
+    by_anchor: dict[str, list[tuple[str, str, float]]] = {}
+    for a, b, score in pairs.iter_rows():
+        if a in rows and b in rows:  # both still visible
+            by_anchor.setdefault(a, []).append((a, b, score))
+
+    hidden: set[str] = set()
+    for batch in cursor.batches(sorted(by_anchor), batch_size):
+        counts = _run_batch(store, [p for a in batch for p in by_anchor[a]], rows, hidden, linked, policy, cursor)
+        cursor.advance(batch[-1], **counts)
+    totals = cursor.counts
+    state = cursor.finish(policy=policy)
+    return ContradictionReport(
+        scanned=frame.height,
+        candidates=totals.get("candidates", 0),
+        flagged=totals.get("flagged", 0),
+        superseded=totals.get("superseded", 0),
+        skipped_concurrent_edit=totals.get("skipped_concurrent_edit", 0),
+        cursor=state,
+    )
+
+
+def _run_batch(
+    store: MemoryStore,
+    pairs: list[tuple[str, str, float]],
+    rows: dict[str, Memory],
+    hidden: set[str],
+    linked: set[frozenset[str]],
+    policy: str,
+    cursor: PassCursor,
+) -> dict[str, int]:
+    """Judge one batch of candidate pairs and write its verdicts in one compare-and-set (plus one links add)."""
+    confirmed: list[tuple[Memory, Memory, float, str]] = []  # (newer, older, score, reason)
+    candidates = 0
+    for a, b, score in pairs:
+        ra, rb = rows[a], rows[b]
+        if a in hidden or b in hidden or _flagged(ra, rb):
+            continue
+        candidates += 1
+        hit = detect_contradiction(ra["content"], rb["content"])
+        if hit is not None:
+            newer, older = (ra, rb) if (ra["created_at"], a) > (rb["created_at"], b) else (rb, ra)
+            confirmed.append((newer, older, score, hit.reason))
+    if not confirmed:
+        return {"candidates": candidates}
+    ids = {r["id"] for n, o, _, _ in confirmed for r in (n, o)}
+    expected = {i: int(rows[i]["version"]) for i in ids}
+    judged = {i: rows[i]["content_hash"] for i in ids}
+
+    def still_valid(fresh: Memory) -> bool:
+        return bool(fresh["content_hash"] == judged.get(fresh["id"]))
+
+    common: dict[str, Any] = {
+        "actor": ACTOR,
+        "expected": expected,
+        "still_valid": still_valid,
+        "now": cursor.now,
+        "run_id": cursor.run_id,
+    }
+    if policy == "supersede":
+        # An older row contradicted by several newer ones is hidden behind the newest of them.
+        confirmed.sort(key=lambda c: (c[0]["created_at"], c[0]["id"]), reverse=True)
+        chosen: dict[str, str] = {}
+        for n, o, _, _ in confirmed:
+            chosen.setdefault(o["id"], n["id"])
+        result = mark_superseded_many(store, [(o["id"], n["id"], why) for n, o, _, why in confirmed], **common)
+        done = set(result.applied)
+        hidden.update(done)
+        rel, written = "supersedes", [c for c in confirmed if c[1]["id"] in done and chosen[c[1]["id"]] == c[0]["id"]]
+    else:
+        result = mark_contradicted_many(
+            store, [(x["id"], y["id"], why) for n, o, _, why in confirmed for x, y in ((n, o), (o, n))], **common
+        )
+        done = set(result.applied) | set(result.unchanged)
+        rel, written = "contradicts", [c for c in confirmed if c[0]["id"] in done and c[1]["id"] in done]
+    _refresh(store, rows, result.applied)
+    links = [
+        {"agent_id": cursor.agent_id, "src_id": n["id"], "dst_id": o["id"], "rel": rel, "score": round(score, 6)}
+        for n, o, score, _ in written
+        if frozenset((n["id"], o["id"])) not in linked
+    ]
+    store.add_links(links, run_id=cursor.run_id)
+    linked.update(frozenset((link["src_id"], link["dst_id"])) for link in links)
+    return {
+        "candidates": candidates,
+        "flagged": len(written) if policy == "flag" else 0,
+        "superseded": len(result.applied) if policy == "supersede" else 0,
+        "skipped_concurrent_edit": len(result.skipped_concurrent_edit),
+    }
+
+
+def _ordered_pairs(pairs: pa.Table) -> pl.DataFrame:
+    """Pairs as ``(a, b, score)`` with ``a < b``, so each unordered pair has one anchor (``a``)."""
+    df = pl.from_arrow(pairs)
+    assert isinstance(df, pl.DataFrame)
+    return df.select(
+        pl.min_horizontal("src_id", "dst_id").alias("a"),
+        pl.max_horizontal("src_id", "dst_id").alias("b"),
+        pl.col("score").cast(pl.Float64),
+    ).unique(subset=["a", "b"], keep="first", maintain_order=True)
+
+
+def _flagged(a: Memory, b: Memory) -> bool:
+    return b["id"] in (a["contradiction_with"] or []) and a["id"] in (b["contradiction_with"] or [])
+
+
+def _linked_pairs(store: MemoryStore, agent_id: str) -> set[frozenset[str]]:
+    links = store.links_for_agent(agent_id)
+    return {
+        frozenset((s, d))
+        for s, d, rel in zip(
+            links["src_id"].to_pylist(), links["dst_id"].to_pylist(), links["rel"].to_pylist(), strict=True
+        )
+        if rel in ("contradicts", "supersedes")
+    }
+
+
+def _refresh(store: MemoryStore, rows: dict[str, Memory], applied: tuple[str, ...]) -> None:
+    """Re-read what this pass just wrote, so a later batch claims this pass's own versions, not stale ones."""
+    for fresh in store.get_many(list(applied), columns=_COLUMNS):
+        rows[fresh["id"]] = fresh

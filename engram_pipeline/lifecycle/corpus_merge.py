@@ -1,0 +1,345 @@
+"""Review-gated corpus merge: collapse near-duplicate memories of one agent into one canonical each.
+
+Two steps, so that a person can review what will be hidden before it is:
+
+1. :func:`consolidate_corpus` (``dry_run=True``, the default) **plans**. From the agent's neighbour graph it
+   takes the pairs with ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD <= score < MEMORY_DUPLICATE_THRESHOLD`` between
+   rows that may be merged (visible, not contradicted, with a vector) and groups them into star clusters
+   (:func:`engram_pipeline.similarity.star_clusters`): every member is in the band *with its canonical*, so
+   there are no chains of loosely related rows. The canonical is the row with the highest importance, the
+   newest on ties, then the lowest id. A member must also pass :func:`engram_pipeline.merge_guard.merge_decision`
+   against its canonical (similarity alone is a poor judge: the contradiction rules, a negation, a different
+   number or date veto the pair even when nobody flagged it), be of the same kind, and not be pinned. The plan
+   (per cluster: canonical id, content and version; members with id, content, similarity, reason and version)
+   is stored with ``store.save_plan``; memories are not touched.
+2. :func:`apply_corpus_merge` **applies exactly a stored plan**. A canonical or member whose version moved
+   since the plan is skipped and counted in ``skipped_concurrent_edit`` (the review was of that version, so
+   nothing is recomputed); a skipped canonical skips its whole cluster. The canonical takes the union of its
+   merged members' tags and a ``merged_from`` note; each member becomes ``superseded`` with ``superseded_by``,
+   a ``merged`` note (canonical, reason, similarity, time, plan) and a ``duplicate-of`` link to the canonical,
+   its pre-image audited with actor ``corpus_consolidation`` so that ``restore`` brings it back. Writes are one
+   compare-and-set for the canonicals and one for the members per batch of clusters; the plan is then marked
+   applied, and applying it again changes nothing.
+
+``consolidate_corpus(..., dry_run=False)`` plans and applies in one call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
+from engram_pipeline.merge_guard import merge_decision
+from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
+from engram_pipeline.similarity import star_clusters
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+PLAN_PASS = "corpus_merge"
+APPLY_PASS = "corpus_merge_apply"
+ACTOR = "corpus_consolidation"
+BATCH_CLUSTERS = 500
+_COLUMNS = [
+    "id", "kind", "content", "status", "contradiction_with", "importance", "created_at", "pinned", "version",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CorpusMergeReport:
+    """A plan (``dry_run``) or an apply. ``merged`` counts members (planned to be, or actually) superseded;
+    ``per_cluster`` is what a reviewer reads: canonical and member contents with their similarities."""
+
+    scanned: int
+    clusters: int
+    merged: int
+    skipped_concurrent_edit: int
+    cursor: dict[str, Any]
+    dry_run: bool
+    per_cluster: tuple[dict[str, Any], ...]
+    plan_id: str | None
+
+
+def consolidate_corpus(
+    store: MemoryStore,
+    agent_id: str,
+    *,
+    dry_run: bool = True,
+    graph: pa.Table | None = None,
+    now: datetime | None = None,
+    run_id: str | None = None,
+) -> CorpusMergeReport:
+    """Plan the agent's corpus merge and store the plan; with ``dry_run=False`` apply it too.
+
+    ``graph`` is the agent's precomputed neighbour graph (any floor at or below the merge threshold). A plan
+    identical to the agent's latest pending one is not stored twice: that plan's id is reported.
+    """
+    cursor = PassCursor.start(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
+    scanned, clusters = plan_clusters(store, agent_id, graph=graph)
+    pending = store.latest_plan(agent_id, status="pending")
+    if pending is not None and pending["body"].get("clusters") == clusters:
+        plan_id = str(pending["plan_id"])
+    else:
+        s = store.settings
+        body = {
+            "planned_at": cursor.now.isoformat(),
+            "band": [s.merge_threshold, s.duplicate_threshold],
+            "clusters": clusters,
+        }
+        plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
+    state = cursor.finish(plan_id=plan_id, clusters=len(clusters))
+    if not dry_run:
+        return dataclasses.replace(apply_corpus_merge(store, agent_id, plan_id, run_id=cursor.run_id), scanned=scanned)
+    return CorpusMergeReport(
+        scanned=scanned,
+        clusters=len(clusters),
+        merged=sum(len(c["members"]) for c in clusters),
+        skipped_concurrent_edit=0,
+        cursor=state,
+        dry_run=True,
+        per_cluster=tuple(_review(c) for c in clusters),
+        plan_id=plan_id,
+    )
+
+
+def plan_clusters(
+    store: MemoryStore, agent_id: str, *, graph: pa.Table | None = None
+) -> tuple[int, list[dict[str, Any]]]:
+    """The rows read and the merge clusters of the agent (JSON-ready dicts, as stored in a plan)."""
+    s = store.settings
+    frame = agent_frame(store, agent_id, columns=_COLUMNS, where=f"{VISIBLE_SQL} AND vector IS NOT NULL")
+    # Contradicted rows are never merged, even once decay has rewritten their status to "stale".
+    mergeable = frame.filter(
+        pl.col("status").is_in(["active", "stale"]) & (pl.col("contradiction_with").list.len().fill_null(0) == 0)
+    )
+    graph = agent_graph(store, agent_id) if graph is None else graph
+    ids = mergeable["id"].to_list()
+    pairs = band(graph, s.merge_threshold, s.duplicate_threshold)
+    keep = pa.array(ids, pa.string())
+    pairs = pairs.filter(pc.and_(pc.is_in(pairs["src_id"], value_set=keep), pc.is_in(pairs["dst_id"], value_set=keep)))
+    if pairs.num_rows == 0:
+        return frame.height, []
+    involved = set(pairs["src_id"].to_pylist()) | set(pairs["dst_id"].to_pylist())
+    rows = {r["id"]: r for r in mergeable.filter(pl.col("id").is_in(list(involved))).to_dicts()}
+    score = {
+        frozenset((a, b)): float(x)
+        for a, b, x in zip(
+            pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), pairs["score"].to_pylist(), strict=True
+        )
+    }
+    # Best canonical first: highest importance, newest on ties, then lowest id.
+    order = (
+        pl.DataFrame(list(rows.values()))
+        .with_columns(pl.col("importance").fill_null(0.0))
+        .sort(["importance", "created_at", "id"], descending=[True, True, False], nulls_last=True)["id"]
+        .to_list()
+    )
+    reasons: dict[tuple[str, str], str | None] = {}
+
+    def eligible(canonical: str, member: str) -> bool:
+        key = (canonical, member)
+        if key not in reasons:
+            c, m = rows[canonical], rows[member]
+            decision = merge_decision(c["content"], m["content"], score[frozenset(key)], s)
+            ok = decision.merge and c["kind"] == m["kind"] and not m["pinned"]
+            reasons[key] = decision.reason if ok else None
+        return reasons[key] is not None
+
+    clusters = []
+    for canonical, members in star_clusters(pairs, order, s.merge_threshold, s.duplicate_threshold, eligible):
+        c = rows[canonical]
+        clusters.append(
+            {
+                "canonical": {"id": canonical, "content": c["content"], "version": int(c["version"])},
+                "members": [
+                    {
+                        "id": m,
+                        "content": rows[m]["content"],
+                        "similarity": round(float(sim), 6),
+                        "reason": reasons[(canonical, m)],
+                        "version": int(rows[m]["version"]),
+                    }
+                    for m, sim in members
+                ],
+            }
+        )
+    return frame.height, clusters
+
+
+def apply_corpus_merge(
+    store: MemoryStore,
+    agent_id: str,
+    plan_id: str | None = None,
+    *,
+    run_id: str | None = None,
+    batch_size: int = BATCH_CLUSTERS,
+) -> CorpusMergeReport:
+    """Apply exactly the stored plan ``plan_id`` (default: the agent's latest pending plan); see the module doc.
+
+    Raises ``LookupError`` for an unknown plan id and ``ValueError`` for a plan of another agent. With no
+    pending plan, or a plan already applied, nothing is written and the report counts zeros.
+    """
+    plan = store.get_plan(plan_id) if plan_id else store.latest_plan(agent_id, status="pending")
+    if plan is None:
+        if plan_id:
+            raise LookupError(f"no corpus-merge plan {plan_id!r}; run consolidate_corpus(dry_run=True) first")
+        return CorpusMergeReport(0, 0, 0, 0, {"pending_plan": None}, False, (), None)
+    plan_id = str(plan["plan_id"])
+    if plan["agent_id"] != agent_id:
+        raise ValueError(f"plan {plan_id} belongs to agent {plan['agent_id']!r}, not {agent_id!r}")
+    clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
+    if plan["status"] == "applied":
+        return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
+    saved = store.get_cursor(APPLY_PASS, agent_id)
+    if saved and not saved.get("done") and saved.get("plan_id") != plan_id:
+        store.set_cursor(APPLY_PASS, agent_id, {**saved, "done": True, "abandoned_for": plan_id})
+    cursor = PassCursor.start(store, APPLY_PASS, agent_id, run_id=run_id)
+    cursor.state["plan_id"] = plan_id
+    outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
+    for batch in cursor.batches(sorted(clusters), batch_size):
+        counts = _apply_batch(store, [clusters[c] for c in batch], plan_id, cursor, outcome)
+        cursor.state["outcome"] = outcome
+        cursor.advance(batch[-1], **counts)
+    totals = cursor.counts
+    state = cursor.finish()
+    report = CorpusMergeReport(
+        scanned=sum(1 + len(c["members"]) for c in clusters.values()),
+        clusters=totals.get("clusters", 0),
+        merged=totals.get("merged", 0),
+        skipped_concurrent_edit=totals.get("skipped_concurrent_edit", 0),
+        cursor=state,
+        dry_run=False,
+        per_cluster=tuple(_review(c, outcome) for c in clusters.values()),
+        plan_id=plan_id,
+    )
+    store.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
+    return report
+
+
+def _apply_batch(
+    store: MemoryStore, clusters: list[dict[str, Any]], plan_id: str, cursor: PassCursor, outcome: dict[str, str]
+) -> dict[str, int]:
+    """Write one batch of planned clusters: one compare-and-set for canonicals, one for members."""
+    ids = [c["canonical"]["id"] for c in clusters] + [m["id"] for c in clusters for m in c["members"]]
+    current = {r["id"]: r for r in store.get_many(ids)}
+    now = cursor.now.isoformat()
+    skipped = 0
+    canon_changes, ready = [], []
+    already = 0
+    for cluster in clusters:
+        canon = cluster["canonical"]
+        row = current.get(canon["id"])
+        if row is not None and _stamped(row, plan_id):
+            # Written by an earlier, killed attempt of this apply: count what it merged, write nothing.
+            outcome[canon["id"]] = "canonical"
+            for m in cluster["members"]:
+                mrow = current.get(m["id"])
+                done = mrow is not None and loads_metadata(mrow).get("merged", {}).get("plan_id") == plan_id
+                outcome[m["id"]] = "merged" if done else "skipped_concurrent_edit"
+                already += int(done)
+                skipped += int(not done)
+            continue
+        if row is None or row["version"] != canon["version"]:
+            skipped += 1 + len(cluster["members"])
+            outcome[canon["id"]] = "skipped_concurrent_edit"
+            continue
+        members = []
+        for m in cluster["members"]:
+            mrow = current.get(m["id"])
+            if mrow is None or mrow["version"] != m["version"]:
+                skipped += 1
+                outcome[m["id"]] = "skipped_concurrent_edit"
+            else:
+                members.append((m, mrow))
+        if not members:
+            continue
+        meta = loads_metadata(row)
+        meta.setdefault("merged_from", []).extend(
+            {"id": m["id"], "similarity": m["similarity"], "at": now, "plan_id": plan_id} for m, _ in members
+        )
+        tags = set(row["tags"] or []).union(*(set(r["tags"] or []) for _, r in members))
+        canon_changes.append(
+            {"id": canon["id"], "version": canon["version"], "tags": sorted(tags), "metadata": dumps_metadata(meta)}
+        )
+        ready.append((canon["id"], members))
+    # No recompute: a row that moved since the plan is skipped, never re-judged behind the reviewer's back.
+    canon_result = store.cas_write(
+        canon_changes, actor=ACTOR, action="merge_canonical", run_id=cursor.run_id, audit=True
+    )
+    written = set(canon_result.applied)
+    member_changes, links = [], []
+    for canon_id, members in ready:
+        if canon_id not in written:
+            skipped += 1 + len(members)
+            outcome[canon_id] = "skipped_concurrent_edit"
+            continue
+        outcome[canon_id] = "canonical"
+        for m, mrow in members:
+            meta = loads_metadata(mrow)
+            meta["merged"] = {
+                "into": canon_id,
+                "reason": m["reason"],
+                "similarity": m["similarity"],
+                "at": now,
+                "plan_id": plan_id,
+                "run_id": cursor.run_id,
+            }
+            member_changes.append(
+                {
+                    "id": m["id"],
+                    "version": m["version"],
+                    "status": "superseded",
+                    "superseded_by": canon_id,
+                    "metadata": dumps_metadata(meta),
+                }
+            )
+            links.append(
+                {
+                    "agent_id": cursor.agent_id,
+                    "src_id": m["id"],
+                    "dst_id": canon_id,
+                    "rel": "duplicate-of",
+                    "score": m["similarity"],
+                }
+            )
+    result = store.cas_write(member_changes, actor=ACTOR, action="merge", run_id=cursor.run_id, audit=True)
+    merged = set(result.applied)
+    for m_id in merged:
+        outcome[m_id] = "merged"
+    for m_id in result.skipped_concurrent_edit:
+        outcome[m_id] = "skipped_concurrent_edit"
+    store.add_links([link for link in links if link["src_id"] in merged], run_id=cursor.run_id)
+    return {
+        "clusters": sum(1 for c, members in ready if any(m["id"] in merged for m, _ in members)),
+        "merged": len(merged) + already,
+        "skipped_concurrent_edit": skipped + len(result.skipped_concurrent_edit),
+    }
+
+
+def _stamped(row: Memory, plan_id: str) -> bool:
+    return any(e.get("plan_id") == plan_id for e in loads_metadata(row).get("merged_from", []))
+
+
+def _review(cluster: dict[str, Any], outcome: dict[str, str] | None = None) -> dict[str, Any]:
+    """One cluster as a reviewer reads it (with each row's outcome after an apply)."""
+    canon = cluster["canonical"]
+    out: dict[str, Any] = {
+        "canonical_id": canon["id"],
+        "canonical": canon["content"],
+        "members": [
+            {"id": m["id"], "content": m["content"], "similarity": m["similarity"], "reason": m["reason"]}
+            | ({"outcome": outcome.get(m["id"], "not_applied")} if outcome is not None else {})
+            for m in cluster["members"]
+        ],
+    }
+    if outcome is not None:
+        out["outcome"] = outcome.get(canon["id"], "not_applied")
+    return out

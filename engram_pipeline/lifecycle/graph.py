@@ -1,0 +1,70 @@
+"""One agent's neighbour graph: the similar pairs every comparing pass starts from.
+
+Contradiction detection, the corpus merge and competition-aware confidence decay all need the pairs of an
+agent's memories above some cosine. Reading the vectors and multiplying them is the expensive part, so it is
+done once, here, with the lowest floor any of those passes needs; each pass takes the result as an optional
+``graph`` argument and filters its own band out of it (Dagster materialises the graph once as an asset and
+hands it to every pass of the run). A pass given no graph calls :func:`agent_graph` itself.
+
+Only rows recall would show take part: hidden rows (``superseded``, ``archived``, or with a
+``superseded_by``) are never compared, merged or flagged, and rows without a vector cannot be.
+
+>>> from engram_pipeline.settings import Settings
+>>> graph_floor(Settings(contradiction_threshold=0.8, merge_threshold=0.85, competition_min_similarity=0.6))
+0.6
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.similarity import PAIRS_SCHEMA, neighbour_graph
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+# Rows that recall shows by default; the passes over the graph work on these only.
+VISIBLE_SQL = "status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
+
+
+def graph_floor(settings: Settings) -> float:
+    """The lowest band any pass over the graph needs: contradiction candidates, merge band, competition."""
+    return min(settings.contradiction_threshold, settings.merge_threshold, settings.competition_min_similarity)
+
+
+def agent_graph(
+    store: MemoryStore, agent_id: str, *, floor: float | None = None, include_hidden: bool = False
+) -> pa.Table:
+    """Pairs ``(src_id, dst_id, score)`` of the agent's memories with cosine ``>= floor``.
+
+    ``floor`` defaults to :func:`graph_floor` of the store's settings (after the embedder's threshold
+    profile). Reads ids and vectors once, column-wise; rows without a vector are left out, and so are hidden
+    rows unless ``include_hidden``. The table has :data:`~engram_pipeline.similarity.PAIRS_SCHEMA`, one row
+    per unordered pair.
+    """
+    floor = graph_floor(store.settings) if floor is None else floor
+    where = "vector IS NOT NULL" + ("" if include_hidden else f" AND {VISIBLE_SQL}")
+    table = store.scan(agent_id, columns=["id", "vector"], where=where)
+    if table.num_rows < 2:
+        return PAIRS_SCHEMA.empty_table()
+    return neighbour_graph(table["id"], vectors_of(table["vector"], store.embedder.dimension), floor=floor)
+
+
+def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    """A fixed-size-list vector column (without nulls) as an ``(n, dim)`` float32 matrix, copying once."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    flat = arr.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat.reshape(len(arr), dim), dtype=np.float32)
+
+
+def band(graph: pa.Table, lo: float, hi: float | None = None) -> pa.Table:
+    """The pairs with ``lo <= score < hi`` (no upper bound when ``hi`` is None or at least 1)."""
+    mask = pc.greater_equal(graph["score"], lo)
+    if hi is not None and hi < 1.0:
+        mask = pc.and_(mask, pc.less(graph["score"], hi))
+    return graph.filter(mask)

@@ -1,0 +1,69 @@
+"""The ``engram`` command: a thin shell over the library (store verbs, import/export, lifecycle passes,
+servers). Global options: ``--db URI`` (default: ``ENGRAM_DB_URI``, else ``<ENGRAM_HOME>/lancedb``) and
+``--json`` for machine-readable output. Settings come from the environment (see ``engram_pipeline.settings``).
+
+    engram --db ./.engram/lancedb import memories.jsonl
+    engram recall coding-assistant "lockfile error" -k 5
+    engram --json decay --all-agents
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engram_pipeline.cli import memories, passes, services
+from engram_pipeline.cli._common import EngramGroup, State
+
+app = typer.Typer(
+    cls=EngramGroup,
+    name="engram",
+    help="Engram pipeline: lifecycle engine for AI-agent memory.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Never print local variables in a traceback: they can hold API keys from the settings.
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    db: Annotated[str | None, typer.Option("--db", metavar="URI", help="LanceDB URI of the store")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")] = False,
+) -> None:
+    ctx.obj = State(db=db, json=json_)
+
+
+for name, fn in (
+    ("import", memories.import_),
+    ("export", memories.export),
+    ("remember", memories.remember),
+    ("get", memories.get),
+    ("update", memories.update),
+    ("recall", memories.recall),
+    ("restore", memories.restore),
+    ("delete", memories.delete),
+    ("agents", memories.agents),
+    ("decay", passes.decay),
+    ("decay-confidence", passes.decay_confidence),
+    ("promote", passes.promote),
+    ("consolidate-corpus", passes.consolidate_corpus),
+    ("consolidate", passes.consolidate),
+    ("health", passes.health),
+    ("maintain", passes.maintain),
+    ("serve", services.serve),
+    ("mcp", services.mcp),
+    ("demo", services.demo),
+    ("ui", services.ui),
+):
+    app.command(name)(fn)
+
+
+def main() -> None:
+    """Console-script entry point (``engram``)."""
+    app()
+
+
+__all__ = ["app", "main"]

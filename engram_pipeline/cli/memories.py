@@ -1,0 +1,259 @@
+"""Commands on single memories and on whole files: import, export, remember, get, update, recall, restore,
+delete, agents.
+
+``get`` and ``recall`` here do not count as accesses by default (an operator peeking at the store should not
+raise a memory's importance); ``--track-access`` makes them behave like an agent's read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from engram_pipeline.cli._common import CliError, emit_json, print_record, print_table, state, warn
+
+RECORD_COLUMNS = ("id", "tier", "kind", "status", "version", "importance", "confidence", "content")
+
+
+def _metadata(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise CliError("--metadata must be a JSON object")
+    return value
+
+
+def import_(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL file")],
+    batch_size: Annotated[int, typer.Option(min=1, help="lines validated, embedded and committed together")] = 1000,
+    on_error: Annotated[str, typer.Option(help="abort: stop at a failed batch; skip: skip it and go on")] = "abort",
+    dry_run: Annotated[bool, typer.Option(help="validate every line, write nothing")] = False,
+) -> None:
+    """Import memories from a JSONL file (one object per line: agent_id, content, optional fields).
+
+    A batch with a malformed line is not written at all; each bad line is reported with its number.
+    Deduplication is exact (same agent and content); near-duplicates are left to the corpus-merge pass.
+    """
+    from engram_pipeline.importer import count_lines, import_jsonl
+
+    st = state(ctx)
+    store = st.store
+    total = count_lines(file)
+    with typer.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+        report = import_jsonl(
+            store, file, batch_size=batch_size, progress=bar.update, on_error=on_error, dry_run=dry_run
+        )
+    for err in report.errors:
+        warn(f"{file}: {err}")
+    if st.json:
+        emit_json(report)
+    else:
+        verb = "would create" if dry_run else "created"
+        typer.echo(
+            f"{report.lines} lines: {verb} {report.created}, {report.exact_duplicates} exact duplicates, "
+            f"{report.batches} batches committed, {report.failed_batches} failed"
+        )
+    if report.errors:
+        what = "nothing from the failed batch was written"
+        warn(f"error: {len(report.errors)} bad line(s); {what}" + ("; import stopped" if on_error == "abort" else ""))
+        raise typer.Exit(1)
+
+
+def export(
+    ctx: typer.Context,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="only these agents (repeatable)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default stdout)")] = None,
+) -> None:
+    """Export memories as JSONL (every field but the vector); `engram import` reads it back."""
+    from engram_pipeline.importer import export_jsonl
+
+    store = state(ctx).store
+    if output is None:
+        export_jsonl(store, sys.stdout, agent or None)
+        return
+    tmp = output.with_name(output.name + ".partial")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        n = export_jsonl(store, fh, agent or None)
+    tmp.replace(output)  # a reader never sees a half-written export
+    warn(f"exported {n} memories to {output}")
+
+
+def remember(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(help="the agent")],
+    content: Annotated[str, typer.Argument(help="the memory text")],
+    tier: Annotated[str, typer.Option(help="stm, ltm, or auto (time words route to stm)")] = "auto",
+    kind: Annotated[str, typer.Option(help="episodic, semantic, procedural or schema")] = "semantic",
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="repeatable")] = None,
+    source: Annotated[str, typer.Option(help="user, agent, tool, derived or inferred")] = "agent",
+    outcome: Annotated[str | None, typer.Option(help="success or failure (episodes)")] = None,
+    pinned: Annotated[bool, typer.Option(help="never pruned by decay")] = False,
+    importance: Annotated[float | None, typer.Option()] = None,
+    confidence: Annotated[float | None, typer.Option()] = None,
+    ttl_s: Annotated[int | None, typer.Option(help="short-term TTL in seconds")] = None,
+    metadata: Annotated[str | None, typer.Option(help="a JSON object")] = None,
+    memory_id: Annotated[str | None, typer.Option("--id", help="choose the id (default: generated)")] = None,
+) -> None:
+    """Store a memory (exact content returns the existing row; near-duplicates and contradictions are
+    handled at write time)."""
+    st = state(ctx)
+    result = st.store.remember(
+        agent_id,
+        content,
+        tier=tier,
+        kind=kind,
+        tags=tag or (),
+        source=source,
+        outcome=outcome,
+        pinned=pinned,
+        importance=importance,
+        confidence=confidence,
+        metadata=_metadata(metadata),
+        memory_id=memory_id,
+        ttl_s=ttl_s,
+        actor="cli",
+    )
+    if st.json:
+        emit_json(result)
+        return
+    m = result.memory
+    extra = f" (similarity {result.score:.3f})" if result.score is not None else ""
+    typer.echo(f"{result.outcome}{extra}: {m['id']} version {m['version']} [{m['tier']}, {m['status']}]")
+    for c in result.contradictions:
+        typer.echo(f"  contradicts {c.get('id', c)}: {c.get('reason', '')}")
+
+
+def get(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument()],
+    track_access: Annotated[bool, typer.Option(help="count this read as an access")] = False,
+) -> None:
+    """Show one memory, whatever its status."""
+    st = state(ctx)
+    row = st.store.get(memory_id, track_access=track_access)
+    if st.json:
+        emit_json(row)
+    else:
+        print_record(row)
+
+
+def update(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument()],
+    expected_version: Annotated[int, typer.Option(help="the version you read; a stale one is refused")],
+    content: Annotated[str | None, typer.Option()] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="replaces the tags (repeatable)")] = None,
+    kind: Annotated[str | None, typer.Option()] = None,
+    tier: Annotated[str | None, typer.Option()] = None,
+    source: Annotated[str | None, typer.Option()] = None,
+    outcome: Annotated[str | None, typer.Option()] = None,
+    pinned: Annotated[bool | None, typer.Option("--pinned/--unpinned")] = None,
+    importance: Annotated[float | None, typer.Option()] = None,
+    confidence: Annotated[float | None, typer.Option()] = None,
+    metadata: Annotated[str | None, typer.Option(help="a JSON object (replaces the metadata)")] = None,
+) -> None:
+    """Change fields of a memory if it is still at --expected-version (compare-and-set)."""
+    st = state(ctx)
+    changes: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "content": content,
+            "tags": tag,
+            "kind": kind,
+            "tier": tier,
+            "source": source,
+            "outcome": outcome,
+            "pinned": pinned,
+            "importance": importance,
+            "confidence": confidence,
+            "metadata": _metadata(metadata),
+        }.items()
+        if v is not None
+    }
+    row = st.store.update(memory_id, expected_version=expected_version, actor="cli", **changes)
+    if st.json:
+        emit_json(row)
+    else:
+        typer.echo(f"updated {row['id']}: version {expected_version} -> {row['version']}")
+
+
+def recall(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument()],
+    query: Annotated[str, typer.Argument()],
+    k: Annotated[int, typer.Option("-k", "--k", min=1, max=100)] = 10,
+    include_superseded: Annotated[bool, typer.Option()] = False,
+    include_archived: Annotated[bool, typer.Option()] = False,
+    tier: Annotated[list[str] | None, typer.Option("--tier", help="confidence tier: hot, warm, cold, archive")] = None,
+    min_confidence: Annotated[float | None, typer.Option()] = None,
+    track_access: Annotated[bool, typer.Option(help="count the hits as accessed")] = False,
+) -> None:
+    """The k best memories of an agent for a query (0.7 similarity + 0.2 recency + 0.1 importance)."""
+    st = state(ctx)
+    hits = st.store.recall(
+        agent_id,
+        query,
+        k=k,
+        include_superseded=include_superseded,
+        include_archived=include_archived,
+        tiers=tier or None,
+        min_confidence=min_confidence,
+        track_access=track_access,
+    )
+    if st.json:
+        emit_json(hits)
+        return
+    rows = [{"score": h.score, "similarity": h.similarity, **h.memory} for h in hits]
+    print_table(rows, ("score", "similarity", *RECORD_COLUMNS))
+
+
+def restore(ctx: typer.Context, memory_id: Annotated[str, typer.Argument()]) -> None:
+    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image."""
+    st = state(ctx)
+    row = st.store.restore(memory_id, actor="cli")
+    if st.json:
+        emit_json(row)
+    else:
+        typer.echo(f"restored {row['id']}: version {row['version']} [{row['status']}] {row['content']}")
+
+
+def delete(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument()],
+    expected_version: Annotated[int | None, typer.Option(help="refuse if the memory moved past it")] = None,
+) -> None:
+    """Delete a memory (audited with its full pre-image; `engram restore` brings it back)."""
+    st = state(ctx)
+    st.store.delete(memory_id, expected_version=expected_version, actor="cli")
+    if st.json:
+        emit_json({"deleted": memory_id})
+    else:
+        typer.echo(f"deleted {memory_id}")
+
+
+def agents(ctx: typer.Context) -> None:
+    """Every agent with its memory counts by status."""
+    import polars as pl
+
+    st = state(ctx)
+    table = st.store.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    from engram_pipeline.model import STATUSES
+
+    counts: dict[str, dict[str, Any]] = {}
+    for agent_id, status, n in frame.group_by(["agent_id", "status"]).len().iter_rows():
+        row = counts.setdefault(agent_id, {"agent_id": agent_id, "memories": 0, **dict.fromkeys(STATUSES, 0)})
+        row[status] = n
+        row["memories"] += n
+    rows = [counts[a] for a in sorted(counts)]
+    if st.json:
+        emit_json(rows)
+    else:
+        print_table(rows, ("agent_id", "memories", *STATUSES))

@@ -1,0 +1,157 @@
+"""Lifecycle pass commands: decay, decay-confidence, promote, consolidate-corpus, consolidate, health,
+maintain.
+
+Each runs one library function per agent (``--agent A``, repeatable, or ``--all-agents``) and prints its
+frozen report: a table with one row per agent, or with ``--json`` a list of ``{"agent_id", "report"}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from engram_pipeline.cli._common import CliError, State, emit_json, print_record, print_table, state, warn
+
+AgentOpt = Annotated[list[str] | None, typer.Option("--agent", help="an agent id (repeatable)")]
+AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
+
+LIFECYCLE = "engram_pipeline.lifecycle"
+
+
+def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
+    if bool(agent) == all_agents:
+        raise CliError("give --agent A (repeatable) or --all-agents, not both and not neither")
+    return st.store.agents() if all_agents else list(dict.fromkeys(agent or []))
+
+
+def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:
+    """Run ``fn`` per agent and print the reports."""
+    results = [(a, fn(a)) for a in agents]
+    if st.json:
+        emit_json([{"agent_id": a, "report": r} for a, r in results])
+        return
+    if not results:
+        warn("no agents")
+        return
+    if len(results) == 1:
+        typer.echo(f"agent {results[0][0]}")
+        print_record(_summary(results[0][1]))
+        return
+    rows = [{"agent_id": a, **_summary(r)} for a, r in results]
+    print_table(rows, list(rows[0]), width=40)
+
+
+def _summary(report: Any) -> dict[str, Any]:
+    """A report's fields for a table; collections are shown by their size."""
+    if not dataclasses.is_dataclass(report) or isinstance(report, type):
+        return {"result": report}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(report):
+        value = getattr(report, f.name)
+        if isinstance(value, list | tuple | set | frozenset) and len(value) > 3:
+            value = f"{len(value)} items"
+        elif isinstance(value, dict) and len(value) > 4:
+            value = f"{len(value)} entries"
+        out[f.name] = value
+    return out
+
+
+def _lib(module: str, name: str) -> Callable[..., Any]:
+    from engram_pipeline.cli._common import library
+
+    return library(f"{LIFECYCLE}.{module}", name)
+
+
+def decay(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+    """Re-score importance; mark stale, prune (audited) what faded and is old and not pinned."""
+    st = state(ctx)
+    fn = _lib("decay", "decay_importance")
+    _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
+
+
+def decay_confidence(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+    """Competition-aware confidence decay."""
+    st = state(ctx)
+    fn = _lib("confidence", "decay_confidence")
+    _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
+
+
+def promote(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+    """Move short-term memories that earned it (accesses and importance) to long-term memory."""
+    st = state(ctx)
+    fn = _lib("promotion", "promote_stm")
+    _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
+
+
+def consolidate_corpus(
+    ctx: typer.Context,
+    agent: AgentOpt = None,
+    all_agents: AllOpt = False,
+    apply: Annotated[bool, typer.Option("--apply", help="apply the reviewed plan (default: dry run)")] = False,
+    plan_id: Annotated[str | None, typer.Option(help="the plan to apply (default: the agent's latest)")] = None,
+) -> None:
+    """Plan the corpus merge of near-duplicates (dry run), or apply a reviewed plan with --apply."""
+    st = state(ctx)
+    if plan_id is not None and not apply:
+        raise CliError("--plan-id is only used with --apply")
+    agents = _agents(st, agent, all_agents)
+    if plan_id is not None and len(agents) != 1:
+        raise CliError("--plan-id names one agent's plan: give exactly one --agent")
+    if apply:
+        fn = _lib("corpus_merge", "apply_corpus_merge")
+        _run(st, agents, lambda a: fn(st.store, a, plan_id=plan_id))
+    else:
+        fn = _lib("corpus_merge", "consolidate_corpus")
+        _run(st, agents, lambda a: fn(st.store, a, dry_run=True))
+
+
+def consolidate(
+    ctx: typer.Context,
+    agent: AgentOpt = None,
+    all_agents: AllOpt = False,
+    scope: Annotated[str, typer.Option(help="recent: new episodes since the last run; full: everything")] = "recent",
+) -> None:
+    """Five-stage consolidation: episodes, beliefs, procedures, schemas, archival."""
+    if scope not in ("recent", "full"):
+        raise CliError(f"--scope must be recent or full; got {scope!r}")
+    st = state(ctx)
+    fn = _lib("consolidation", "consolidate")
+    _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a, scope=scope))
+
+
+def health(
+    ctx: typer.Context,
+    agent: AgentOpt = None,
+    all_agents: AllOpt = False,
+    plot: Annotated[Path | None, typer.Option(help="write a chart (one file per agent when several)")] = None,
+) -> None:
+    """Counts by status, tier and confidence tier, and what the passes would do next."""
+    st = state(ctx)
+    fn = _lib("health", "health")
+    agents = _agents(st, agent, all_agents)
+    _run(st, agents, lambda a: fn(st.store, a))
+    if plot is not None:
+        chart = _lib("health", "health_chart")
+        for a in agents:
+            path = plot if len(agents) == 1 else plot.with_name(f"{plot.stem}-{_safe(a)}{plot.suffix}")
+            chart(st.store, a, path)
+            warn(f"wrote {path}")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "agent"
+
+
+def maintain(ctx: typer.Context) -> None:
+    """Compact the tables, clean up old versions and build the indexes."""
+    st = state(ctx)
+    report = st.store.maintain()
+    if st.json:
+        emit_json(report)
+    else:
+        print_record(_summary(report))

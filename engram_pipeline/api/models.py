@@ -189,6 +189,10 @@ class ConsolidateRequest(Request):
     scope: Literal["recent", "full"] = "recent"
 
 
+class PromoteRequest(Request):
+    """No options yet; present so that unknown fields are refused like everywhere else."""
+
+
 class CorpusMergeRequest(Request):
     dry_run: bool = Field(default=True, description="plan only (default); false applies the latest plan")
 

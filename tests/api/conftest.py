@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from api_helpers import KEYS
 from fastapi.testclient import TestClient
 
 from engram_pipeline.api import create_app
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-
-KEYS = "alice-key:tok-alice:alice;bob-key:tok-bob:bob,bob2;ops:tok-admin:*"
-ALICE = {"Authorization": "Bearer tok-alice"}
-BOB = {"Authorization": "Bearer tok-bob"}
-ADMIN = {"Authorization": "Bearer tok-admin"}
 
 
 @pytest.fixture

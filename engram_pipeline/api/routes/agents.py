@@ -16,6 +16,7 @@ from engram_pipeline.api.models import (
     CorpusMergeRequest,
     DecayRequest,
     ErrorOut,
+    PromoteRequest,
     ReportResponse,
 )
 from engram_pipeline.api.passes import as_json, lifecycle
@@ -70,7 +71,9 @@ def consolidate(
 
 
 @router.post("/promote", response_model=ReportResponse)
-def promote(agent_id: AgentDep, store: StoreDep, _admin: AdminDep) -> ReportResponse:
+def promote(
+    agent_id: AgentDep, store: StoreDep, _admin: AdminDep, _body: Annotated[PromoteRequest | None, Body()] = None
+) -> ReportResponse:
     """Run STM to LTM promotion now and return its report."""
     return _report("promote", agent_id, lifecycle("promotion", "promote_stm")(store, agent_id))
 

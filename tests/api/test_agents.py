@@ -1,0 +1,97 @@
+"""Routes of /v1/agents/{agent_id}: health for the agent's keys, lifecycle passes for admin keys only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from api_helpers import ADMIN, ALICE, BOB
+from fastapi.testclient import TestClient
+
+from engram_pipeline.model import utcnow
+from engram_pipeline.store import MemoryStore
+
+
+@pytest.fixture
+def seeded(api_store: MemoryStore) -> MemoryStore:
+    old = utcnow() - timedelta(days=90)
+    for i, text in enumerate(
+        [
+            "User prefers dark mode in the editor",
+            "User prefers dark mode in editors",
+            "User prefers a dark theme in the editor",
+            "Deploys happen on Fridays",
+            "The build uses make",
+            "Meeting with Dana today at 3pm",
+        ]
+    ):
+        api_store.remember("alice", text, created_at=old if i == 4 else None, importance=0.05 if i == 4 else None)
+    return api_store
+
+
+ADMIN_ROUTES = ["decay", "consolidate", "promote", "corpus-merge"]
+
+
+@pytest.mark.parametrize("route", ADMIN_ROUTES)
+def test_admin_routes_need_an_admin_key(client: TestClient, route: str) -> None:
+    assert client.post(f"/v1/agents/alice/{route}").status_code == 401
+    r = client.post(f"/v1/agents/alice/{route}", headers=ALICE)
+    assert r.status_code == 403 and "not an admin key" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("route", ADMIN_ROUTES)
+def test_admin_routes_reject_unknown_fields(client: TestClient, route: str) -> None:
+    r = client.post(f"/v1/agents/alice/{route}", json={"bogus": 1}, headers=ADMIN)
+    assert r.status_code == 422
+
+
+def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None:
+    pytest.importorskip("engram_pipeline.lifecycle.decay")
+    r = client.post("/v1/agents/alice/decay", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["pass_name"] == "decay" and body["agent_id"] == "alice"
+    assert body["report"]["processed"] == 6 and body["report"]["skipped_concurrent_edit"] == 0
+
+
+def test_decay_with_confidence(client: TestClient, seeded: MemoryStore) -> None:
+    pytest.importorskip("engram_pipeline.lifecycle.confidence")
+    r = client.post("/v1/agents/alice/decay", json={"confidence": True}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert set(r.json()["report"]) == {"importance", "confidence"}
+
+
+def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore) -> None:
+    pytest.importorskip("engram_pipeline.lifecycle.corpus_merge")
+    before = seeded.memories.count_rows()
+    r = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["report"]["dry_run"] is True
+    assert seeded.scan("alice", columns=["status"])["status"].to_pylist().count("superseded") == 0
+    r = client.post("/v1/agents/alice/corpus-merge", json={"dry_run": False}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["report"]["dry_run"] is False
+    assert seeded.memories.count_rows() == before  # merged rows are hidden, never deleted
+
+
+def test_consolidate_scope(client: TestClient, seeded: MemoryStore) -> None:
+    pytest.importorskip("engram_pipeline.lifecycle.consolidation")
+    r = client.post("/v1/agents/alice/consolidate", json={"scope": "full"}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["pass_name"] == "consolidate"
+    assert client.post("/v1/agents/alice/consolidate", json={"scope": "all"}, headers=ADMIN).status_code == 422
+
+
+def test_promote(client: TestClient, seeded: MemoryStore) -> None:
+    pytest.importorskip("engram_pipeline.lifecycle.promotion")
+    r = client.post("/v1/agents/alice/promote", headers=ADMIN)
+    assert r.status_code == 200, r.text
+
+
+def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
+    assert client.get("/v1/agents/alice/health").status_code == 401
+    assert client.get("/v1/agents/alice/health", headers=BOB).status_code == 403
+    pytest.importorskip("engram_pipeline.lifecycle.health")
+    r = client.get("/v1/agents/alice/health", headers=ALICE)
+    assert r.status_code == 200, r.text
+    assert r.json()["agent_id"] == "alice" and r.json()["report"]

@@ -4,8 +4,8 @@ The write path catches a contradiction when the second memory arrives; this pass
 imported in bulk, thresholds or rules changed since, a neighbour the write path's k nearest missed).
 
 Candidates are the pairs of the agent's neighbour graph (:mod:`engram_pipeline.lifecycle.graph`) with
-``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` between two rows recall
-shows; a candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
+``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` (or at or above
+``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows; a candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
 (similarity only says two memories talk about the same thing, not that they disagree). Then, by policy:
 
 * ``flag`` (default): both rows ``contradicted``, each in the other's ``contradiction_with``, reason and time
@@ -32,7 +32,7 @@ from engram_pipeline.claims import detect_contradiction
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
 from engram_pipeline.model import Memory
-from engram_pipeline.settings import CONTRADICTION_POLICIES, SettingsError
+from engram_pipeline.settings import CONTRADICTION_POLICIES, Settings, SettingsError
 from engram_pipeline.store.write_path import mark_contradicted_many, mark_superseded_many
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def detect_contradictions(
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     frame = agent_frame(store, agent_id, columns=_COLUMNS, where=VISIBLE_SQL)
     graph = agent_graph(store, agent_id) if graph is None else graph
-    pairs = _ordered_pairs(band(graph, settings.contradiction_threshold, settings.contradiction_threshold_max))
+    pairs = _ordered_pairs(_candidate_band(graph, settings))
     involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
     rows = {r["id"]: r for r in frame.filter(pl.col("id").is_in(list(involved))).to_dicts()}
     linked = _linked_pairs(store, agent_id)
@@ -171,6 +171,16 @@ def _run_batch(
         "superseded": len(result.applied) if policy == "supersede" else 0,
         "skipped_concurrent_edit": len(result.skipped_concurrent_edit),
     }
+
+
+def _candidate_band(graph: pa.Table, settings: Settings) -> pa.Table:
+    """Pairs in ``[contradiction_threshold, contradiction_threshold_max)``, plus the pairs at or above the
+    duplicate threshold: they are still visible side by side only because a veto kept them apart, and a
+    contradiction there must be recorded like any other."""
+    lo, hi, dup = settings.contradiction_threshold, settings.contradiction_threshold_max, settings.duplicate_threshold
+    if dup >= hi:
+        return pa.concat_tables([band(graph, lo, hi), band(graph, max(lo, dup))])
+    return band(graph, lo, hi)
 
 
 def _ordered_pairs(pairs: pa.Table) -> pl.DataFrame:

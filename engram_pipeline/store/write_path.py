@@ -49,19 +49,22 @@ def visible_neighbours(
 
 def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResult:
     from engram_pipeline.claims import detect_contradiction
+    from engram_pipeline.merge_guard import is_duplicate
     from engram_pipeline.store.core import RememberResult
 
     s = store.settings
     neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
     for n in neighbours:
-        if (
-            n["_similarity"] >= s.duplicate_threshold
-            and detect_contradiction(row["content"], n["content"]) is None
-        ):
+        # The merge guard's hard vetoes (contradiction, negation, numbers, ...) keep a near-identical
+        # sentence that says something else from being folded into the existing row and lost.
+        if is_duplicate(row["content"], n["content"], n["_similarity"], s):
             return _collapse(store, n, row, actor=actor)
     found = []
     for n in neighbours:
-        if not s.contradiction_threshold <= n["_similarity"] < s.contradiction_threshold_max:
+        sim = n["_similarity"]
+        # A vetoed duplicate is checked too: an embedder can score "lives in Berlin" / "lives in Munich"
+        # above the duplicate threshold, and that contradiction must not go unrecorded.
+        if not (s.contradiction_threshold <= sim < s.contradiction_threshold_max or sim >= s.duplicate_threshold):
             continue
         hit = detect_contradiction(row["content"], n["content"])
         if hit is not None:

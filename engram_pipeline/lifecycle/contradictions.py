@@ -5,7 +5,8 @@ imported in bulk, thresholds or rules changed since, a neighbour the write path'
 
 Candidates are the pairs of the agent's neighbour graph (:mod:`engram_pipeline.lifecycle.graph`) with
 ``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` (or at or above
-``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows; a candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
+``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows.
+A candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
 (similarity only says two memories talk about the same thing, not that they disagree). Then, by policy:
 
 * ``flag`` (default): both rows ``contradicted``, each in the other's ``contradiction_with``, reason and time

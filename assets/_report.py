@@ -1,0 +1,161 @@
+"""Report dataclass -> Dagster metadata: the one body every pass asset shares.
+
+A pass returns a frozen report dataclass; :func:`run_pass` times the call and turns the report into a
+``MaterializeResult`` whose metadata a reviewer reads in the UI: every count as a number (so the UI can plot
+it across runs), ``skipped_concurrent_edit`` and the cursor, the duration, and a markdown summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
+
+# Lists longer than this are cut in the metadata (the UI is for reading, the store keeps everything).
+MAX_LISTED = 50
+
+
+def run_pass(title: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> MaterializeResult:
+    """Call ``fn(*args, **kwargs)`` (a library pass) and report what it did."""
+    report, seconds = timed(fn, *args, **kwargs)
+    return MaterializeResult(metadata=report_metadata(title, report, duration_s=seconds))
+
+
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and the seconds it took."""
+    start = time.perf_counter()
+    return fn(*args, **kwargs), time.perf_counter() - start
+
+
+def report_fields(report: Any) -> dict[str, Any]:
+    """The report's fields as a plain dict (a dataclass, anything with ``as_dict()``, or a mapping)."""
+    if hasattr(report, "as_dict"):
+        return dict(report.as_dict())
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        return {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    if isinstance(report, Mapping):
+        return dict(report)
+    raise TypeError(f"cannot report a {type(report).__name__}")
+
+
+def report_metadata(title: str, report: Any, *, duration_s: float, omit: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Metadata for one report: a value per field (but ``omit``), ``duration_s`` and a markdown ``summary``."""
+    fields = {k: v for k, v in report_fields(report).items() if k not in omit}
+    meta: dict[str, Any] = {name: metadata_value(value) for name, value in fields.items()}
+    meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
+    meta["summary"] = MetadataValue.md(summary_md(title, fields, duration_s))
+    return meta
+
+
+def metadata_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return MetadataValue.bool(value)
+    if isinstance(value, int):
+        return MetadataValue.int(value)
+    if isinstance(value, float):
+        return MetadataValue.float(value)
+    if value is None or isinstance(value, str):
+        return MetadataValue.text("" if value is None else value)
+    return MetadataValue.json(_jsonable(value))
+
+
+def summary_md(title: str, fields: Mapping[str, Any], duration_s: float) -> str:
+    """``title`` and a two-column table of the scalar fields; nested values are in their own entries."""
+    lines = [f"**{title}** ({duration_s:.2f} s)", "", "| | |", "|---|---|"]
+    for name, value in fields.items():
+        if isinstance(value, bool | int | float | str) or value is None:
+            shown = f"{value:.3f}" if isinstance(value, float) else value
+            lines.append(f"| {name} | {md_cell(shown)} |")
+    return "\n".join(lines)
+
+
+def md_cell(value: Any) -> str:
+    """A value as one markdown table cell (pipes escaped, one line)."""
+    return " ".join(str(value).replace("|", "\\|").split())
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with tuples as lists, long lists cut, and anything else JSON cannot hold as text."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = report_fields(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        cut = [_jsonable(v) for v in items[:MAX_LISTED]]
+        return cut + [f"... {len(items) - MAX_LISTED} more"] if len(items) > MAX_LISTED else cut
+    return json.loads(json.dumps(value, default=str))
+
+
+REVIEW_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("cluster", "int"),
+        TableColumn("role", "string", description="canonical (kept) or member (to be superseded by it)"),
+        TableColumn("content", "string"),
+        TableColumn("similarity", "float", description="cosine to the canonical"),
+        TableColumn("reason", "string"),
+        TableColumn("outcome", "string", description="after an apply: merged, skipped_concurrent_edit, ..."),
+        TableColumn("memory_id", "string"),
+    ]
+)
+
+
+def merge_review(report: Any) -> dict[str, Any]:
+    """The corpus-merge plan as a reviewer reads it: per cluster the canonical's content, each member's
+    content and similarity; as a markdown table (``review``) and a typed table (``review_table``)."""
+    rows = review_rows(report.per_cluster)
+    heading = (
+        f"**Plan `{report.plan_id}`**: {report.clusters} clusters, {report.merged} members "
+        f"{'to merge (dry run)' if report.dry_run else 'merged'}, "
+        f"{report.skipped_concurrent_edit} skipped (changed since the review)"
+    )
+    lines = [heading, "", "| cluster | role | content | similarity | reason | outcome | memory id |"]
+    lines.append("|---:|---|---|---:|---|---|---|")
+    for r in rows:
+        role = "**canonical**" if r["role"] == "canonical" else "member"
+        sim = "" if r["similarity"] is None else f"{r['similarity']:.3f}"
+        cells = [r["cluster"], role, md_cell(r["content"]), sim, md_cell(r["reason"]), r["outcome"], r["memory_id"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    if not rows:
+        lines.append("| | | *nothing to merge* | | | | |")
+    return {
+        "plan_id": MetadataValue.text(report.plan_id or ""),
+        "review": MetadataValue.md("\n".join(lines)),
+        "review_table": MetadataValue.table(
+            [TableRecord({k: v for k, v in r.items() if v is not None}) for r in rows], schema=REVIEW_SCHEMA
+        ),
+    }
+
+
+def review_rows(per_cluster: Any) -> list[dict[str, Any]]:
+    """One row for each canonical and each member, cluster by cluster."""
+    rows: list[dict[str, Any]] = []
+    for n, cluster in enumerate(per_cluster, start=1):
+        rows.append(
+            {
+                "cluster": n,
+                "role": "canonical",
+                "content": cluster["canonical"],
+                "similarity": None,
+                "reason": "",
+                "outcome": cluster.get("outcome", ""),
+                "memory_id": cluster["canonical_id"],
+            }
+        )
+        for m in cluster["members"]:
+            rows.append(
+                {
+                    "cluster": n,
+                    "role": "member",
+                    "content": m["content"],
+                    "similarity": float(m["similarity"]),
+                    "reason": str(m.get("reason") or ""),
+                    "outcome": m.get("outcome", ""),
+                    "memory_id": m["id"],
+                }
+            )
+    return rows

@@ -1,0 +1,93 @@
+"""Resources: the memory store, bound from the environment here and nowhere else.
+
+``EngramStore`` opens :class:`~engram_pipeline.store.MemoryStore` once per process and hands it to every asset
+of the run. Its ``uri`` and ``embedder`` override ``ENGRAM_DB_URI`` and ``ENGRAM_EMBEDDER``; every other knob
+(thresholds, intervals, ...) comes from :class:`~engram_pipeline.settings.Settings` read from the environment.
+Tests bind ``EngramStore(uri=str(tmp_path / "store"), embedder="hashing")``.
+
+``RunScopedIOManager`` hands the neighbour graph (and the episode clusters) to the passes of the same run,
+so a full pipeline run computes the graph once. A pass run on its own, in a later run or a re-execution, gets
+``None`` and builds a fresh graph itself: a graph is only used by the run that computed it, so no pass ever
+works on pairs older than its run, and a backfill of any single asset works.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, MetadataValue, OutputContext
+from pydantic import Field, PrivateAttr
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
+
+
+class EngramStore(ConfigurableResource):  # type: ignore[misc]
+    """The Engram memory store (LanceDB)."""
+
+    uri: str = Field(default="", description="LanceDB URI; empty: ENGRAM_DB_URI, else <ENGRAM_HOME>/lancedb")
+    embedder: str = Field(default="", description="hashing | minilm | openai; empty: ENGRAM_EMBEDDER")
+
+    _store: MemoryStore | None = PrivateAttr(default=None)
+
+    def settings(self) -> Settings:
+        settings = Settings.from_env()
+        return settings.replace(embedder=self.embedder) if self.embedder else settings
+
+    def open(self) -> MemoryStore:
+        """The store, opened on first use and kept for the life of this process."""
+        if self._store is None:
+            self._store = MemoryStore.open(self.uri or None, settings=self.settings())
+        return self._store
+
+
+class RunScopedIOManager(ConfigurableIOManager):
+    """Hands an asset's value to the assets downstream of it **in the same run**, and to no other run.
+
+    Keeps the latest value per asset and agent as ``<base_dir>/run_scoped/<asset>/<agent>.pickle`` tagged with
+    the run that computed it; loading in any other run returns ``None`` (the consumer computes its own).
+    """
+
+    base_dir: str = Field(default="", description="empty: the instance's storage directory")
+
+    def _path(self, context: InputContext | OutputContext) -> Path:
+        base = Path(self.base_dir or context.step_context.instance.storage_directory())
+        # The agent id is user input: quote it into one safe file name.
+        name = quote(context.asset_partition_key, safe="") or "_"
+        return base.joinpath("run_scoped", *context.asset_key.path, f"{name}.pickle")
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        path = self._path(context)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{context.run_id}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump((context.run_id, obj), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)  # atomic: a reader never sees half a value
+        context.add_output_metadata({"path": MetadataValue.path(str(path))})
+
+    def load_input(self, context: InputContext) -> Any:
+        path = self._path(context)
+        if not path.exists():
+            return None
+        with path.open("rb") as fh:
+            produced_by, obj = pickle.load(fh)
+        if produced_by != context.step_context.run_id:
+            context.log.info(f"{context.asset_key.to_user_string()} is from run {produced_by}: recomputed")
+            return None
+        return obj
+
+
+def engram_resources(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The resources of the code location, bound from ``env`` (default ``os.environ``)."""
+    settings = Settings.from_env(env)
+    uri = settings.resolved_db_uri
+    if "://" not in uri:
+        uri = str(Path(uri).resolve())  # the webserver, daemon and run workers may start in other directories
+    return {
+        "engram": EngramStore(uri=uri, embedder=settings.embedder),
+        "run_scoped_io_manager": RunScopedIOManager(),
+    }

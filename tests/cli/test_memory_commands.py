@@ -1,0 +1,96 @@
+"""The store verbs through the CLI: success paths, --json output, and bad input (exit 1, one stderr line,
+no traceback, nothing written)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.conftest import parse, write_jsonl
+
+
+def _no_traceback(result) -> None:  # type: ignore[no-untyped-def]
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_remember_get_recall_update_delete_restore(cli) -> None:  # type: ignore[no-untyped-def]
+    made = parse(cli("remember", "alice", "User lives in Berlin", "--tag", "profile", json_=True))
+    assert made["outcome"] == "created"
+    mid = made["memory"]["id"]
+    assert "vector" not in made["memory"]
+
+    human = cli("get", mid)
+    assert human.exit_code == 0 and "User lives in Berlin" in human.stdout
+
+    row = parse(cli("get", mid, json_=True))
+    assert row["version"] == 1 and row["tags"] == ["profile"] and row["access_count"] == 0
+
+    hits = parse(cli("recall", "alice", "where does the user live", "-k", "3", json_=True))
+    assert [h["memory"]["id"] for h in hits] == [mid]
+    assert cli("recall", "alice", "where does the user live").exit_code == 0
+
+    updated = parse(cli("update", mid, "--expected-version", "1", "--importance", "0.8", json_=True))
+    assert updated["version"] == 2 and updated["importance"] == 0.8
+
+    assert cli("delete", mid).exit_code == 0
+    gone = cli("get", mid)
+    assert gone.exit_code == 1 and "does not exist" in gone.stderr
+
+    back = parse(cli("restore", mid, json_=True))
+    assert back["id"] == mid and back["content"] == "User lives in Berlin"
+
+    again = parse(cli("remember", "alice", "user lives in  berlin", json_=True))
+    assert again["outcome"] == "exact_duplicate" and again["memory"]["id"] == mid
+
+
+def test_stale_expected_version_is_refused_with_the_current_version(cli) -> None:  # type: ignore[no-untyped-def]
+    mid = parse(cli("remember", "alice", "User prefers tea", json_=True))["memory"]["id"]
+    assert cli("update", mid, "--expected-version", "1", "--content", "User prefers green tea").exit_code == 0
+    stale = cli("update", mid, "--expected-version", "1", "--importance", "0.1")
+    assert stale.exit_code == 1
+    assert "version 2" in stale.stderr and stale.stdout == ""
+    _no_traceback(stale)
+    assert parse(cli("get", mid, json_=True))["content"] == "User prefers green tea"
+
+
+def test_bad_input_exits_non_zero_without_traceback(cli) -> None:  # type: ignore[no-untyped-def]
+    for args in (
+        ("get", "no-such-id"),
+        ("restore", "no-such-id"),
+        ("delete", "no-such-id"),
+        ("remember", "alice", "x", "--kind", "opinion"),
+        ("remember", "alice", "x", "--metadata", "{not json"),
+        ("remember", "alice", "x", "--metadata", "[1, 2]"),
+        ("remember", "alice", "   "),
+        ("recall", "alice", "q", "--tier", "lukewarm"),
+        ("update", "no-such-id", "--expected-version", "1", "--importance", "0.3"),
+        ("decay",),  # neither --agent nor --all-agents
+    ):
+        result = cli(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.stderr.startswith("error: "), (args, result.stderr)
+        _no_traceback(result)
+    assert parse(cli("agents", json_=True)) == []  # nothing was written
+
+
+def test_invalid_settings_are_reported_by_name(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("MEMORY_CONTRADICTION_POLICY", "shrug")
+    result = cli("agents")
+    assert result.exit_code == 1 and "MEMORY_CONTRADICTION_POLICY" in result.stderr
+    _no_traceback(result)
+
+
+def test_agents_lists_counts_by_status(cli) -> None:  # type: ignore[no-untyped-def]
+    cli("remember", "a", "one fact")
+    cli("remember", "a", "another fact about ships")
+    cli("remember", "b", "something else")
+    rows = {r["agent_id"]: r for r in parse(cli("agents", json_=True))}
+    assert rows["a"]["memories"] == 2 and rows["a"]["active"] == 2 and rows["b"]["memories"] == 1
+    assert "agent_id" in cli("agents").stdout
+
+
+def test_nothing_lands_in_the_working_directory(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli("remember", "a", "one fact")
+    assert not (Path.cwd() / ".engram").exists()
+    path = write_jsonl(tmp_path / "x.jsonl", [{"agent_id": "a", "content": "two"}])
+    assert cli("import", str(path)).exit_code == 0

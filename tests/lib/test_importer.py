@@ -1,0 +1,112 @@
+"""``import_jsonl`` / ``export_rows`` on a real store: validation, batching, dedup, store-managed fields."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from engram_pipeline.importer import export_rows, import_jsonl
+from engram_pipeline.sample import generate_sample_corpus, load_sample_corpus, offset_lines, sample_path
+
+
+def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore[no-untyped-def]
+    calls: list[int] = []
+    embed = store.embedder.embed
+    store.embedder.embed = lambda texts: (calls.append(len(texts)), embed(texts))[1]  # count, not replace
+    before = len(store.memories.list_versions())
+    lines = [{"agent_id": f"a{i % 3}", "content": f"memory number {i}"} for i in range(25)]
+    seen: list[int] = []
+    report = import_jsonl(store, lines, batch_size=10, progress=seen.append)
+    assert (report.lines, report.created, report.batches, report.errors) == (25, 25, 3, ())
+    assert calls == [10, 10, 5] and seen == [10, 10, 5]
+    assert len(store.memories.list_versions()) - before == 3
+
+
+def test_exact_duplicates_within_the_file_and_against_the_store(store) -> None:  # type: ignore[no-untyped-def]
+    store.remember("a", "User lives in Berlin")
+    lines = [
+        {"agent_id": "a", "content": "user lives in   BERLIN"},  # same normalised content as the store's
+        {"agent_id": "a", "content": "User likes tea"},
+        {"agent_id": "a", "content": "User likes TEA"},  # same as the line before
+        {"agent_id": "b", "content": "User likes tea"},  # another agent: not a duplicate
+    ]
+    report = import_jsonl(store, lines)
+    assert (report.created, report.exact_duplicates) == (2, 2)
+    assert len(store.list_memories("a")) == 2
+
+
+def test_ids_are_kept_and_never_reused_for_other_content(store) -> None:  # type: ignore[no-untyped-def]
+    assert import_jsonl(store, [{"id": "m1", "agent_id": "a", "content": "first"}]).created == 1
+    report = import_jsonl(store, [{"id": "m1", "agent_id": "a", "content": "something else"}])
+    assert report.errors and "already exists" in report.errors[0].reason and report.created == 0
+    report = import_jsonl(
+        store, [{"id": "m2", "agent_id": "a", "content": "x"}, {"id": "m2", "agent_id": "a", "content": "y"}]
+    )
+    assert report.errors[0].line == 2 and report.created == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1]", "expected a JSON object"),
+        ('{"agent_id": "a"}', "missing 'content'"),
+        ('{"agent_id": "a", "content": "x", "colour": "red"}', "unknown field(s) colour"),
+        ('{"agent_id": "a", "content": "x", "created_at": "yesterday"}', "ISO-8601"),
+        ('{"agent_id": "a", "content": "x", "tags": "t"}', "tags must be a list"),
+        ('{"agent_id": "a", "content": "x", "pinned": "yes"}', "pinned must be true or false"),
+        ('{"agent_id": "a", "content": "x", "status": "gone"}', "status must be one of"),
+        ('{"agent_id": "a", "content": "x", "access_count": -1}', "access_count cannot be negative"),
+        ('{"agent_id": "", "content": "x"}', "agent_id must be a non-empty string"),
+    ],
+)
+def test_bad_lines_fail_their_batch(store, line: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+    report = import_jsonl(store, ['{"agent_id": "a", "content": "fine"}', "", line])
+    assert report.created == 0 and report.failed_batches == 1
+    assert report.errors[0].line == 3 and reason in report.errors[0].reason
+    assert store.agents() == []
+
+
+def test_store_managed_fields_survive_export_and_import(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from engram_pipeline.store import MemoryStore
+
+    a = store.remember("a", "User lives in Berlin", tier="ltm").memory
+    b = store.remember("a", "User moved to Munich in May", tier="ltm").memory
+    store.cas_write(
+        [{"id": a["id"], "version": 1, "status": "superseded", "superseded_by": b["id"]}],
+        actor="test", action="supersede", audit=True,
+    )  # fmt: skip
+    exported = list(export_rows(store))
+    other = MemoryStore.open(str(tmp_path / "other"), settings=store.settings)
+    assert import_jsonl(other, [json.dumps(e) for e in exported]).created == 2
+    moved = other.get(a["id"], track_access=False)
+    assert moved["superseded_by"] == b["id"] and moved["status"] == "superseded" and moved["version"] == 2
+    assert [h.memory["id"] for h in other.recall("a", "where does the user live", track_access=False)] == [b["id"]]
+    assert list(export_rows(other)) == exported
+
+
+def test_naive_times_are_utc(store) -> None:  # type: ignore[no-untyped-def]
+    import_jsonl(store, [{"agent_id": "a", "content": "x", "created_at": "2026-03-01T12:00:00"}])
+    assert store.list_memories("a")[0]["created_at"] == datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_sample_corpus_file_matches_its_generator() -> None:
+    assert sample_path().read_text(encoding="utf-8").splitlines() == list(offset_lines())
+
+
+def test_sample_corpus_imports_cleanly(store) -> None:  # type: ignore[no-untyped-def]
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    rows = load_sample_corpus(now)
+    assert rows == generate_sample_corpus(now)
+    report = import_jsonl(store, rows)
+    assert report.errors == () and report.created == len(rows) and report.exact_duplicates == 0
+    agents = store.agents()
+    assert len(agents) == 4
+    for agent in agents:
+        mine = store.list_memories(agent)
+        assert 30 <= len(mine) <= 80
+        assert any(m["pinned"] for m in mine) and any(m["tier"] == "stm" for m in mine)
+        assert {m["outcome"] for m in mine} >= {"success", "failure"}
+    assert import_jsonl(store, load_sample_corpus()).created == 0  # idempotent at any "now"

@@ -149,9 +149,7 @@ def test_negated_near_duplicate_is_not_collapsed(tmp_path: Path, settings: Setti
     assert len(store.list_memories("a")) == 2
 
 
-def test_different_number_near_duplicate_is_not_collapsed(
-    tmp_path: Path, settings: Settings, base: np.ndarray
-) -> None:
+def test_different_number_near_duplicate_is_not_collapsed(tmp_path: Path, settings: Settings, base: np.ndarray) -> None:
     store = open_store(tmp_path, settings)
     store.remember("a", "The flight leaves from gate 12", vector=base.tolist())
     result = store.remember("a", "The flight leaves from gate 21", vector=at_cosine(base, 0.99))

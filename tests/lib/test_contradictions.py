@@ -15,7 +15,7 @@ import pytest
 
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
 from engram_pipeline.lifecycle.graph import agent_graph, graph_floor
-from engram_pipeline.model import loads_metadata
+from engram_pipeline.model import loads_metadata, rows_to_table
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
@@ -44,7 +44,10 @@ def put(store: MemoryStore, content: str, vector: np.ndarray | None, *, age_days
     """Insert a row as an import would: no write-time dedup or contradiction check."""
     row = store.new_row("a", content, created_at=T0 - timedelta(days=age_days))
     row.update(fields, vector=None if vector is None else [float(x) for x in vector])
-    store.insert_rows([row])
+    if vector is None:  # merge_insert refuses null vectors; a plain append (as old imports did) keeps them
+        store.memories.add(rows_to_table([row], store.memory_schema))
+    else:
+        store.insert_rows([row])
     return str(row["id"])
 
 

@@ -22,6 +22,7 @@ from engram_pipeline.api.models import (
 from engram_pipeline.api.passes import as_json, lifecycle
 
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent (or is not an admin key)"},
     422: {"model": ErrorOut, "description": "invalid input"},

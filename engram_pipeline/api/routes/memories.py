@@ -19,6 +19,7 @@ from engram_pipeline.api.models import (
 )
 
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent"},
     422: {"model": ErrorOut, "description": "invalid input; nothing was written"},

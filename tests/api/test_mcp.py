@@ -1,0 +1,110 @@
+"""The MCP server as a real stdio subprocess, driven by the SDK's client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
+
+TOOLS = {
+    "remember",
+    "recall",
+    "get_memory",
+    "update_memory",
+    "restore_memory",
+    "consolidate_memories",
+    "consolidate_corpus",
+    "memory_health",
+}
+
+
+def payload(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content.get("result", result.structured_content)
+    return json.loads(result.content[0].text)
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error
+    return " ".join(c.text for c in result.content)
+
+
+@pytest.mark.integration
+def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path) -> None:
+    other = MemoryStore.open(store_uri, settings=settings)
+    bob_id = other.remember("bob", "Bob's private note").memory["id"]
+    env = {
+        **os.environ,
+        "ENGRAM_EMBEDDER": "hashing",
+        "ENGRAM_DB_URI": store_uri,
+        "ENGRAM_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "engram_pipeline.api", "--mcp-agent", "alice"], env=env, cwd=str(tmp_path)
+    )
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == TOOLS
+            schema = {t.name: t.input_schema for t in tools.tools}
+            assert "expectedVersion" in schema["update_memory"]["required"]
+            assert schema["consolidate_corpus"]["properties"]["dryRun"]["default"] is True
+
+            made = payload(await client.call_tool("remember", {"content": "User prefers dark mode", "tags": ["ui"]}))
+            assert made["outcome"] == "created"
+            mid = made["memory"]["id"]
+            dup = payload(await client.call_tool("remember", {"content": "user prefers DARK mode"}))
+            assert dup["outcome"] == "exact_duplicate"
+
+            found = payload(await client.call_tool("recall", {"query": "dark mode", "k": 3}))
+            assert found["count"] == 1 and found["data"][0]["memory"]["id"] == mid
+
+            got = payload(await client.call_tool("get_memory", {"id": mid}))
+            assert got["version"] == 1 and got["agent_id"] == "alice"
+
+            new = payload(
+                await client.call_tool(
+                    "update_memory", {"id": mid, "expectedVersion": 1, "content": "User prefers light mode"}
+                )
+            )
+            assert new["version"] == 2
+            stale = await client.call_tool("update_memory", {"id": mid, "expectedVersion": 1, "pinned": True})
+            text = error_text(stale)
+            assert "CONFLICT:" in text and "version 2" in text and "get_memory" in text
+
+            # another agent's memory does not exist for alice
+            assert "NOT_FOUND" in error_text(await client.call_tool("get_memory", {"id": bob_id}))
+            assert "NOT_FOUND" in error_text(await client.call_tool("restore_memory", {"id": bob_id}))
+            bad = await client.call_tool("recall", {"query": "x", "k": 0})
+            assert "INVALID_INPUT" in error_text(bad) and "k must be" in error_text(bad)
+
+            for tool, args in (
+                ("consolidate_memories", {}),
+                ("consolidate_corpus", {}),
+                ("memory_health", {}),
+            ):
+                result = await client.call_tool(tool, args)
+                if result.is_error:  # the pass has not landed: the tool says so instead of crashing
+                    assert "UNAVAILABLE:" in error_text(result), error_text(result)
+                else:
+                    assert isinstance(payload(result), dict)
+
+    anyio.run(session)
+    audit = other.audit_events(mid_of(other))
+    assert {e["actor"] for e in audit if e["action"] == "update"} == {"mcp:alice"}
+
+
+def mid_of(store: MemoryStore) -> str:
+    return next(r["id"] for r in store.list_memories("alice"))

@@ -1,0 +1,68 @@
+"""Consolidation stage 5: archive what faded (confidence below ``ENGRAM_ARCHIVE_CONFIDENCE``, default 0.40).
+
+Archiving is soft: status ``archived`` (hidden from default recall, returned with ``include_archived``),
+written through the compare-and-set with an audited pre-image so that ``store.restore(id)`` brings the row
+back as it was. Pinned rows and hidden rows (superseded, already archived) are left alone. A row edited
+concurrently is re-read once; if it still qualifies it is archived, else it is left (``unchanged``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engram_pipeline.lifecycle.confidence import VISIBLE
+from engram_pipeline.model import Memory, utcnow
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+ACTOR = "consolidation"
+
+
+@dataclass(frozen=True)
+class ArchivalReport:
+    candidates: int
+    archived: int
+    skipped_concurrent_edit: int
+    archived_ids: tuple[str, ...] = ()
+
+
+def archive_faded(
+    store: MemoryStore, agent_id: str, *, now: datetime | None = None, run_id: str | None = None
+) -> ArchivalReport:
+    """Archive the agent's visible, unpinned rows whose confidence is below the archive floor."""
+    floor = float(store.settings.archive_confidence)
+    now = now or utcnow()
+    where = f"{VISIBLE} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
+    rows = store.scan(agent_id, columns=["id", "version"], where=where).to_pylist()
+
+    def change(row: Memory) -> dict[str, Any]:
+        return {"id": row["id"], "version": row["version"], "status": "archived", "updated_at": now}
+
+    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
+        return [
+            change(r)
+            for r in fresh
+            if r["status"] not in ("superseded", "archived")
+            and not r.get("superseded_by")
+            and not r.get("pinned")
+            and (r["confidence"] if r["confidence"] is not None else 0.5) < floor
+        ]
+
+    applied: list[str] = []
+    skipped = 0
+    batch = store.settings.decay_batch_size
+    for start in range(0, len(rows), batch):
+        result = store.cas_write(
+            [change(r) for r in rows[start : start + batch]],
+            recompute=redo,
+            actor=ACTOR,
+            action="archive",
+            run_id=run_id,
+            audit=True,
+        )
+        applied += result.applied
+        skipped += len(result.skipped_concurrent_edit)
+    return ArchivalReport(len(rows), len(applied), skipped, tuple(sorted(applied)))

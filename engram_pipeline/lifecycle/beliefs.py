@@ -1,0 +1,329 @@
+"""Consolidation stage 2: repeated claims in an episode cluster become a semantic memory (a belief).
+
+Claims ``(subject, relation, value)`` are read from each episode by the extractor (default: the lexical parser
+of :mod:`engram_pipeline.claims`). Inside one cluster every episode casts at most one vote per *slot*:
+
+- a functional relation (``lives_in``/``based_in``, ``works_at``, ``prefers``, ``uses``, ``is``) has one slot
+  per (subject, relation family): its votes are values (with polarity), and they compete;
+- a multi-valued relation (``likes``, ``has``) has one slot per (subject, relation, value): the votes are the
+  polarities ("likes cats" vs "does not like cats").
+
+The belief is the strict majority vote of a slot, supported by at least two episodes, with::
+
+    confidence = consistency * (1 - exp(-voters / ENGRAM_BELIEF_SUPPORT_K))
+
+``consistency`` = majority votes / voters. No strict majority, a single supporter, or a confidence below
+``ENGRAM_ARCHIVE_CONFIDENCE`` (it would be archived at once) yields no belief. The belief is rendered as a
+clean sentence ("User lives in Berlin.") keeping the value's casing from the episodes.
+
+A belief that already exists (a visible semantic row with the same subject, relation family, value and
+polarity: a derived row by its ``belief_key``, any other by its parsed claim) is never duplicated: when the
+cluster brings supporting episodes it has not counted yet (``metadata.support``), it is reinforced
+(``scoring.reinforce``, ``reinforcement_count + 1``); otherwise it is left alone, so re-running changes
+nothing. An existing row that holds *another* value in the same functional slot is not touched: the new
+belief records it under ``metadata.conflicts_with`` and the contradiction pass decides between them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engram_pipeline.claims import Claim
+from engram_pipeline.lifecycle.confidence import VISIBLE
+from engram_pipeline.lifecycle.episodes import EpisodeClusters
+from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
+from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.scoring import reinforce
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+ACTOR = "consolidation"
+FUNCTIONAL = frozenset({"lives_in", "based_in", "works_at", "prefers", "uses", "is"})
+_PHRASES = {
+    "lives_in": ("lives in", "does not live in"),
+    "based_in": ("is based in", "is not based in"),
+    "works_at": ("works at", "does not work at"),
+    "prefers": ("prefers", "does not prefer"),
+    "uses": ("uses", "does not use"),
+    "likes": ("likes", "does not like"),
+    "has": ("has", "does not have"),
+    "is": ("is", "is not"),
+}
+# Time words trailing a value say when, not what: "lives in Berlin now" supports "lives in Berlin".
+_TRAILING = re.compile(r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|these days|lately))+$")
+_POSSESSIVE = re.compile(r"^\s*(?:my|the user's|user's|our)\s+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class BeliefReport:
+    clusters: int
+    beliefs_created: int
+    beliefs_reinforced: int
+    conflicts: int  # existing rows with another value in a new belief's slot (left to the contradiction pass)
+    skipped_concurrent_edit: int
+    created_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Candidate:
+    key: str
+    sentence: str
+    confidence: float
+    consistency: float
+    voters: int
+    support: set[str]
+    slot: tuple[str, ...]
+
+
+def family(relation: str) -> str:
+    """``based_in`` and ``lives_in`` say the same thing; every other relation is its own family."""
+    return "lives_in" if relation == "based_in" else relation
+
+
+def claim_value(claim: Claim) -> str:
+    return _TRAILING.sub("", claim.value).strip() or claim.value
+
+
+def belief_key(subject: str, relation: str, value: str, negated: bool) -> str:
+    return f"{subject}|{family(relation)}|{value}|{'-' if negated else '+'}"
+
+
+def slot_of(claim: Claim) -> tuple[str, ...]:
+    if claim.relation in FUNCTIONAL:
+        return (claim.subject, family(claim.relation))
+    return (claim.subject, family(claim.relation), claim_value(claim))
+
+
+def surface(value: str, texts: Iterable[str]) -> str:
+    """The value as the texts spell it (most common spelling; capitals first on ties), else as given."""
+    pattern = re.compile(r"\b" + r"\W+(?:(?:the|a|an)\W+)?".join(map(re.escape, value.split())) + r"\b", re.I)
+    found = Counter(m.group(0) for t in texts if (m := pattern.search(t)))
+    if not found:
+        return value
+    return min(found, key=lambda v: (-found[v], v))
+
+
+def render(subject: str, relation: str, value: str, negated: bool, texts: Sequence[str]) -> str:
+    """A clean sentence for a claim: ``User lives in Berlin.``, ``User's editor is vim.``"""
+    if subject == "user":
+        subj = "User"
+    elif relation == "is" and texts and all(_POSSESSIVE.match(t) for t in texts):
+        subj = f"User's {subject}"
+    else:
+        subj = subject[:1].upper() + subject[1:]
+    phrase = _PHRASES.get(relation, (relation.replace("_", " "), f"not {relation.replace('_', ' ')}"))
+    return f"{subj} {phrase[1 if negated else 0]} {surface(value, texts)}."
+
+
+def vote(
+    clusters: Sequence[Sequence[str]], claims: dict[str, list[Claim]], *, support_k: float, floor: float
+) -> dict[str, Candidate]:
+    """Beliefs of the clusters by strict majority per slot (see the module docstring), by belief key."""
+    out: dict[str, Candidate] = {}
+    for cluster in clusters:
+        ballots: dict[tuple[str, ...], dict[str, tuple[str, str, bool, Claim]]] = {}
+        for episode in cluster:
+            for c in claims.get(episode, []):
+                # one vote per episode and slot: its first claim there
+                ballots.setdefault(slot_of(c), {}).setdefault(episode, (c.relation, claim_value(c), c.negated, c))
+        for slot, votes in ballots.items():
+            tally = Counter((value, negated) for _, value, negated, _ in votes.values())
+            (value, negated), top = min(tally.items(), key=lambda kv: (-kv[1], kv[0]))
+            voters = len(votes)
+            if top < 2 or 2 * top <= voters:
+                continue
+            consistency = top / voters
+            confidence = consistency * (1.0 - math.exp(-voters / support_k))
+            if confidence < floor:
+                continue
+            winners = {e: v for e, v in votes.items() if (v[1], v[2]) == (value, negated)}
+            relation = min(Counter(v[0] for v in winners.values()).items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            texts = sorted(v[3].text for v in winners.values())
+            key = belief_key(slot[0], relation, value, negated)
+            cand = Candidate(
+                key,
+                render(slot[0], relation, value, negated, texts),
+                confidence,
+                consistency,
+                voters,
+                set(winners),
+                slot,
+            )
+            if key in out:  # the same belief from two clusters: pool the support
+                cand.support |= out[key].support
+                cand.confidence = max(cand.confidence, out[key].confidence)
+            out[key] = cand
+    return out
+
+
+def existing_index(store: MemoryStore, agent_id: str, kind: str, extractor: Extractor) -> dict[str, Memory]:
+    """Visible rows of ``kind`` by belief key: derived rows by ``metadata.belief_key``, others by their one
+    claim; also by ``hash:<content_hash>``."""
+    rows = store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE}").to_pylist()
+    index: dict[str, Memory] = {}
+    plain = [r for r in rows if "belief_key" not in loads_metadata(r)]
+    for r, found in zip(plain, extractor.extract_claims([r["content"] for r in plain]), strict=True):
+        if len(found) == 1:
+            c = found[0]
+            index.setdefault(belief_key(c.subject, c.relation, claim_value(c), c.negated), r)
+            r["_slot"] = slot_of(c)
+    for r in rows:
+        meta = loads_metadata(r)
+        if "belief_key" in meta:
+            index[meta["belief_key"]] = r  # a derived belief wins over a user row saying the same
+            r["_slot"] = tuple(meta.get("slot", ()))
+        index.setdefault(f"hash:{r['content_hash']}", r)
+    return index
+
+
+def insert_derived(
+    store: MemoryStore, agent_id: str, specs: Sequence[dict[str, Any]], *, kind: str, run_id: str | None
+) -> list[str]:
+    """Insert derived rows (``content``, ``confidence``, ``metadata``, ``sources`` = [(id, score)]) in one
+    batch, and their ``derived-from`` links in one call. Returns the ids inserted."""
+    if not specs:
+        return []
+    specs = _free_contents(store, agent_id, specs)
+    vectors = store.embed([sp["content"] for sp in specs])
+    rows = []
+    for sp, vec in zip(specs, vectors, strict=True):
+        row = store.new_row(
+            agent_id,
+            sp["content"],
+            tier="ltm",
+            kind=kind,
+            source="derived",
+            confidence=round(float(sp["confidence"]), 6),
+            metadata=sp["metadata"],
+        )
+        row["vector"] = vec.tolist()
+        rows.append(row)
+    inserted = set(store.insert_rows(rows))
+    links = [
+        {"agent_id": agent_id, "src_id": row["id"], "dst_id": src, "rel": "derived-from", "score": float(score)}
+        for row, sp in zip(rows, specs, strict=True)
+        if row["id"] in inserted
+        for src, score in sp["sources"]
+    ]
+    store.add_links(links, run_id=run_id)
+    return [r["id"] for r in rows if r["id"] in inserted]
+
+
+def _free_contents(store: MemoryStore, agent_id: str, specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content is unique per agent (exact dedup): a derived sentence that an episode already says verbatim is
+    written as ``<sentence> (consolidated).`` instead, so the derived row can exist beside its source."""
+    from engram_pipeline.store.sql import in_list
+
+    hashes = {content_hash(agent_id, sp["content"]): sp for sp in specs}
+    taken = store.scan(agent_id, columns=["content_hash"], where=f"content_hash IN {in_list(list(hashes))}")
+    clash = set(taken["content_hash"].to_pylist())
+    return [
+        {**sp, "content": f"{sp['content'].rstrip('.')} (consolidated)."} if h in clash else sp
+        for h, sp in hashes.items()
+    ]
+
+
+def extract_beliefs(
+    store: MemoryStore,
+    agent_id: str,
+    clusters: EpisodeClusters | Sequence[Sequence[str]],
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    extractor: Extractor | None = None,
+) -> BeliefReport:
+    """Create or reinforce the beliefs of ``clusters``; see the module docstring."""
+    s = store.settings
+    now = now or utcnow()
+    extractor = extractor or default_extractor()
+    groups = clusters.clusters if isinstance(clusters, EpisodeClusters) else tuple(map(tuple, clusters))
+    ids = sorted({i for c in groups for i in c})
+    rows = store.get_many(ids, columns=["id", "content"])
+    texts = [r["content"] for r in rows]
+    claims = dict(zip([r["id"] for r in rows], extractor.extract_claims(texts), strict=True))
+    cands = vote(groups, claims, support_k=s.belief_support_k, floor=s.archive_confidence)
+    index = existing_index(store, agent_id, "semantic", extractor) if cands else {}
+
+    specs, changes, conflicts = [], [], 0
+    support_of: dict[str, set[str]] = {}  # existing row id -> the support a candidate brings it
+    old_support: dict[str, set[str]] = {}
+    for key in sorted(cands):
+        cand = cands[key]
+        row = index.get(key) or index.get(f"hash:{content_hash(agent_id, cand.sentence)}")
+        if row is not None:
+            change = _reinforcement(row, cand.support, now)
+            if change:
+                support_of[row["id"]] = cand.support
+                old_support[row["id"]] = set(loads_metadata(row).get("support", []))
+                changes.append(change)
+            continue
+        rivals = sorted(
+            r["id"]
+            for k, r in index.items()
+            if not k.startswith("hash:") and r.get("_slot") == cand.slot and len(cand.slot) == 2 and k != key
+        )
+        conflicts += len(set(rivals))
+        meta = {
+            "belief_key": key,
+            "slot": list(cand.slot),
+            "support": sorted(cand.support),
+            "consistency": round(cand.consistency, 6),
+            "voters": cand.voters,
+            "extractor": extractor.name,
+            "derived_by": ACTOR,
+            "run_id": run_id,
+        }
+        if rivals:
+            meta["conflicts_with"] = sorted(set(rivals))
+        specs.append(
+            {
+                "content": cand.sentence,
+                "confidence": cand.confidence,
+                "metadata": meta,
+                "sources": [(e, cand.consistency) for e in sorted(cand.support)],
+            }
+        )
+    created = insert_derived(store, agent_id, specs, kind="semantic", run_id=run_id)
+    derived = {r["id"] for r in index.values() if r.get("source") == "derived"}
+
+    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
+        again = (_reinforcement(r, support_of.get(r["id"], set()), now) for r in fresh)
+        return [c for c in again if c]
+
+    result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="reinforce", run_id=run_id)
+    # a reinforced derived belief links to its new supporting episodes too
+    links = [
+        {"agent_id": agent_id, "src_id": mid, "dst_id": e, "rel": "derived-from", "score": 1.0}
+        for mid in result.applied
+        if mid in derived
+        for e in sorted(support_of[mid] - old_support[mid])
+    ]
+    store.add_links(links, run_id=run_id)
+    return BeliefReport(
+        len(groups), len(created), len(result.applied), conflicts, len(result.skipped_concurrent_edit), tuple(created)
+    )
+
+
+def _reinforcement(row: Memory, support: set[str], now: datetime) -> dict[str, Any] | None:
+    """Reinforce ``row`` once if ``support`` holds episodes it has not counted yet; else None."""
+    meta = loads_metadata(row)
+    known = set(meta.get("support", []))
+    new = support - known
+    if not new:
+        return None
+    meta["support"] = sorted(known | support)
+    meta["reinforced_at"] = now.isoformat()
+    return {
+        "id": row["id"],
+        "version": row["version"],
+        "confidence": reinforce(float(row["confidence"] if row["confidence"] is not None else 0.5)),
+        "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
+        "metadata": dumps_metadata(meta),
+    }

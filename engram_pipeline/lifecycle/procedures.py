@@ -1,0 +1,200 @@
+"""Consolidation stage 3: successful trigger-action patterns in episodes become procedural memories.
+
+An episode has a trigger and an action when its metadata records them (``metadata.trigger`` and
+``metadata.action``: they win), or when its text has one of the shapes
+
+- ``When / Whenever / If / After / Once <trigger>, [then] [I / we / you should] [do] <action>``
+- ``To <trigger>, <action>``
+
+Episodes are grouped by the normalised pair (lowercase, no determiners, no trailing punctuation). Over a group,
+``support`` counts its episodes with outcome ``success`` and ``rate = success / (success + failure)``
+(episodes without an outcome are not evidence). A group with ``support >= ENGRAM_PROCEDURE_MIN_SUPPORT`` and
+``rate >= ENGRAM_PROCEDURE_MIN_SUCCESS_RATE`` becomes the procedural memory ``When <trigger>, <action>.``
+with::
+
+    confidence = rate * support / (support + 1)
+
+(the success rate, discounted while the evidence is thin: 2 successes out of 2 give 0.67, 5 of 5 give 0.83).
+
+An existing procedure (``metadata.procedure_key``) is never duplicated. New evidence (episodes not yet in its
+``metadata.successes`` / ``metadata.failures``) updates it: new successes reinforce it (``scoring.reinforce``,
+``reinforcement_count + 1``); only new failures lower its confidence to the formula's value if that is lower.
+No new evidence: nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engram_pipeline.claims import normalise_value
+from engram_pipeline.lifecycle.beliefs import ACTOR, insert_derived
+from engram_pipeline.lifecycle.confidence import VISIBLE
+from engram_pipeline.lifecycle.episodes import EpisodeClusters
+from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.scoring import reinforce
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+_WHEN = re.compile(
+    r"^\s*(?:whenever|when|if|after|once)\s+(?P<trigger>[^,]+?)\s*,\s*(?:then\s+)?"
+    r"(?:(?:i|we|you|the agent|agent)\s+)?(?:(?:should|must|will|can|need to)\s+)?(?:do\s+)?"
+    r"(?P<action>[^.!?;]+?)\s*[.!;]?\s*$",
+    re.IGNORECASE,
+)
+_TO = re.compile(
+    r"^\s*to\s+(?P<trigger>[^,]+?)\s*,\s*(?:(?:i|we|you)\s+)?(?:(?:should|must|need to)\s+)?"
+    r"(?P<action>[^.!?;]+?)\s*[.!;]?\s*$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class ProcedureReport:
+    episodes_scanned: int
+    patterns: int  # distinct trigger-action pairs seen
+    procedures_created: int
+    procedures_reinforced: int  # existing procedures updated by new evidence
+    skipped_concurrent_edit: int
+    created_ids: tuple[str, ...] = ()
+
+
+def trigger_action(content: str, metadata: dict[str, Any]) -> tuple[str, str] | None:
+    """The episode's ``(trigger, action)`` as written (metadata first, then the text shapes), or None."""
+    trig, act = metadata.get("trigger"), metadata.get("action")
+    if isinstance(trig, str) and isinstance(act, str) and trig.strip() and act.strip():
+        return trig.strip(), act.strip().rstrip(".!")
+    for pattern in (_WHEN, _TO):
+        m = pattern.match(content)
+        if m:
+            return m["trigger"].strip(), m["action"].strip()
+    return None
+
+
+def procedure_key(trigger: str, action: str) -> str:
+    return f"{normalise_value(trigger)}=>{normalise_value(action)}"
+
+
+def procedure_confidence(success: int, failure: int) -> float:
+    rate = success / (success + failure) if success + failure else 0.0
+    return rate * success / (success + 1)
+
+
+def detect_procedures(
+    store: MemoryStore,
+    agent_id: str,
+    clusters_or_none: EpisodeClusters | None,
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+) -> ProcedureReport:
+    """Create or update procedures from the agent's episodes; see the module docstring.
+
+    With ``clusters_or_none`` from a ``recent`` run, only patterns with an episode created after its
+    ``since`` are considered (a shortcut: the evidence rule alone already makes re-runs change nothing).
+    """
+    s = store.settings
+    now = now or utcnow()
+    since = clusters_or_none.since_time if clusters_or_none is not None else None
+    rows = store.scan(
+        agent_id,
+        columns=["id", "content", "outcome", "metadata", "created_at"],
+        where=f"kind = 'episodic' AND {VISIBLE}",
+    ).to_pylist()
+    groups: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
+        found = trigger_action(r["content"], loads_metadata(r))
+        if found is None or r["outcome"] not in ("success", "failure"):
+            continue
+        g = groups.setdefault(
+            procedure_key(*found), {"texts": Counter(), "success": set(), "failure": set(), "new": False}
+        )
+        g[r["outcome"]].add(r["id"])
+        if r["outcome"] == "success":
+            g["texts"][found] += 1
+        g["new"] |= since is None or r["created_at"] > since
+    procedural = store.scan(agent_id, where=f"kind = 'procedural' AND {VISIBLE}").to_pylist()
+    existing = {loads_metadata(r).get("procedure_key"): r for r in procedural}
+    by_hash = {r["content_hash"]: r for r in procedural}
+    specs, changes, evidence = [], [], {}
+    for key in sorted(groups):
+        g = groups[key]
+        if not g["new"]:
+            continue
+        if not g["success"]:
+            continue
+        # the wording most successes used (the earliest on ties: rows are read oldest first)
+        (trig, act), _ = g["texts"].most_common(1)[0]
+        sentence = f"When {trig[:1].lower() + trig[1:]}, {act}."
+        row = existing.get(key) or by_hash.get(content_hash(agent_id, sentence))
+        if row is not None:
+            evidence[row["id"]] = (g["success"], g["failure"])
+            change = _update(row, g["success"], g["failure"], now)
+            if change:
+                changes.append(change)
+            continue
+        success, failure = len(g["success"]), len(g["failure"])
+        rate = success / (success + failure)
+        if success < s.procedure_min_support or rate < s.procedure_min_success_rate:
+            continue
+        meta = {
+            "procedure_key": key,
+            "trigger": trig,
+            "action": act,
+            "successes": sorted(g["success"]),
+            "failures": sorted(g["failure"]),
+            "success_rate": round(rate, 6),
+            "derived_by": ACTOR,
+            "run_id": run_id,
+        }
+        specs.append(
+            {
+                "content": sentence,
+                "confidence": procedure_confidence(success, failure),
+                "metadata": meta,
+                "sources": [(e, 1.0) for e in sorted(g["success"])],
+            }
+        )
+    created = insert_derived(store, agent_id, specs, kind="procedural", run_id=run_id)
+
+    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
+        again = (_update(r, *evidence.get(r["id"], (set(), set())), now) for r in fresh)
+        return [c for c in again if c]
+
+    result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="reinforce", run_id=run_id)
+    return ProcedureReport(
+        len(rows), len(groups), len(created), len(result.applied), len(result.skipped_concurrent_edit), tuple(created)
+    )
+
+
+def _update(row: Memory, success: set[str], failure: set[str], now: datetime) -> dict[str, Any] | None:
+    """The change new evidence makes to an existing procedure, or None when there is none."""
+    meta = loads_metadata(row)
+    old_s, old_f = set(meta.get("successes", [])), set(meta.get("failures", []))
+    new_s, new_f = success - old_s, failure - old_f
+    if not new_s and not new_f:
+        return None
+    all_s, all_f = old_s | success, old_f | failure
+    conf = float(row["confidence"] if row["confidence"] is not None else 0.5)
+    count = int(row["reinforcement_count"] or 0)
+    if new_s:
+        conf, count = reinforce(conf), count + 1
+    else:
+        conf = min(conf, procedure_confidence(len(all_s), len(all_f)))
+    meta.update(
+        successes=sorted(all_s),
+        failures=sorted(all_f),
+        updated_by_evidence_at=now.isoformat(),
+        success_rate=round(len(all_s) / (len(all_s) + len(all_f)), 6),
+    )
+    return {
+        "id": row["id"],
+        "version": row["version"],
+        "confidence": conf,
+        "reinforcement_count": count,
+        "metadata": dumps_metadata(meta),
+    }

@@ -125,9 +125,7 @@ def merge_review(report: Any) -> dict[str, Any]:
     return {
         "plan_id": MetadataValue.text(report.plan_id or ""),
         "review": MetadataValue.md("\n".join(lines)),
-        "review_table": MetadataValue.table(
-            [TableRecord({k: v for k, v in r.items() if v is not None}) for r in rows], schema=REVIEW_SCHEMA
-        ),
+        "review_table": MetadataValue.table([TableRecord(r) for r in rows], schema=REVIEW_SCHEMA),
     }
 
 

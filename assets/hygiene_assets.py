@@ -18,7 +18,7 @@ from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolida
 GROUP = "hygiene"
 
 
-class CorpusMergeApplyConfig(Config):  # type: ignore[misc]
+class CorpusMergeApplyConfig(Config):
     plan_id: str | None = Field(
         default=None, description="the reviewed plan to apply; empty: the partition's latest pending plan"
     )

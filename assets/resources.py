@@ -26,7 +26,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
 
-class EngramStore(ConfigurableResource):  # type: ignore[misc]
+class EngramStore(ConfigurableResource):
     """The Engram memory store (LanceDB)."""
 
     uri: str = Field(default="", description="LanceDB URI; empty: ENGRAM_DB_URI, else <ENGRAM_HOME>/lancedb")

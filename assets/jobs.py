@@ -1,0 +1,81 @@
+"""Jobs: what each schedule runs, one agent partition per run, plus the whole pipeline for ``make demo``.
+
+Applying a corpus merge is never part of a scheduled job: it is ``corpus_merge_apply_job``, launched by a
+person with the reviewed plan id (``ops: {corpus_merge_apply: {config: {plan_id: ...}}}`` in the launchpad).
+"""
+
+from __future__ import annotations
+
+from dagster import AssetSelection, define_asset_job
+
+from assets.consolidation_assets import archival, beliefs, episode_clusters, procedures, schemas
+from assets.graph_assets import neighbour_graph
+from assets.health_assets import memory_health
+from assets.hygiene_assets import contradictions, corpus_merge_apply, corpus_merge_plan
+from assets.maintenance_assets import confidence_decay, importance_decay, stm_promotion, store_maintenance
+
+stm_promotion_job = define_asset_job(
+    "stm_promotion_job",
+    AssetSelection.assets(stm_promotion),
+    description="Promote short-term memories that earned it to long-term memory.",
+)
+decay_job = define_asset_job(
+    "decay_job",
+    AssetSelection.assets(importance_decay, neighbour_graph, confidence_decay),
+    description="Importance decay (stale, prune) and competition-aware confidence decay.",
+)
+consolidation_job = define_asset_job(
+    "consolidation_job",
+    AssetSelection.assets(neighbour_graph, contradictions, episode_clusters, beliefs, procedures, schemas, archival),
+    description="Contradictions, then the five stages: episode clusters, beliefs, procedures, schemas, archival.",
+)
+corpus_merge_plan_job = define_asset_job(
+    "corpus_merge_plan_job",
+    AssetSelection.assets(neighbour_graph, corpus_merge_plan),
+    description="Dry run: plan the corpus merge for review. Nothing is merged.",
+)
+corpus_merge_apply_job = define_asset_job(
+    "corpus_merge_apply_job",
+    AssetSelection.assets(corpus_merge_apply),
+    description="Apply exactly one reviewed plan (config plan_id; empty: the partition's latest pending plan).",
+)
+health_job = define_asset_job(
+    "health_job",
+    AssetSelection.assets(memory_health),
+    description="Memory health report and chart.",
+)
+maintenance_job = define_asset_job(
+    "maintenance_job",
+    AssetSelection.assets(store_maintenance),
+    description="Compact the store's tables and clean up old versions.",
+)
+# Every per-agent pass but the merge apply, in lineage order: what `make demo` runs for each agent.
+full_pipeline_job = define_asset_job(
+    "full_pipeline_job",
+    AssetSelection.assets(
+        stm_promotion,
+        importance_decay,
+        neighbour_graph,
+        confidence_decay,
+        contradictions,
+        corpus_merge_plan,
+        episode_clusters,
+        beliefs,
+        procedures,
+        schemas,
+        archival,
+        memory_health,
+    ),
+    description="Every per-agent pass but the merge apply (which waits for review), then the health report.",
+)
+
+all_jobs = [
+    stm_promotion_job,
+    decay_job,
+    consolidation_job,
+    corpus_merge_plan_job,
+    corpus_merge_apply_job,
+    health_job,
+    maintenance_job,
+    full_pipeline_job,
+]

@@ -1,0 +1,113 @@
+"""Rung 3: ``materialize()`` runs the whole pipeline for an agent against a seeded temporary store, with an
+ephemeral instance; every asset records its report, every invariant check passes, and the review flow
+(plan, read the table, apply exactly that plan) works through the jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dagster import DagsterInstance, Definitions, materialize
+
+from assets.definitions import defs
+from assets.hygiene_assets import corpus_merge_apply
+from engram_pipeline.invariants import check_all
+from engram_pipeline.store import MemoryStore
+
+MERGE_AGENT = "support-bot"
+PIPELINE = [
+    a for a in defs.assets or [] if getattr(a, "key", None) is None or a.key.to_user_string() != "corpus_merge_apply"
+]
+
+
+def pipeline_defs(resources: dict[str, Any]) -> Definitions:
+    """The code location with its resources bound to the test's store."""
+    return Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs, resources=resources)
+
+
+@pytest.mark.slow
+def test_whole_pipeline_materializes_with_reports_and_passing_checks(
+    resources: dict[str, Any], instance: DagsterInstance, seeded: MemoryStore
+) -> None:
+    job = pipeline_defs(resources).resolve_job_def("full_pipeline_job")
+    result = job.execute_in_process(partition_key="coding-assistant", instance=instance)
+    assert result.success
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert materialized == {
+        "stm_promotion", "importance_decay", "neighbour_graph", "confidence_decay", "contradictions",
+        "corpus_merge_plan", "episode_clusters", "beliefs", "procedures", "schemas", "archival", "memory_health",
+    }  # fmt: skip
+    for event in result.get_asset_materialization_events():
+        meta = event.materialization.metadata
+        assert "duration_s" in meta, event.asset_key
+        if event.asset_key.to_user_string() not in ("neighbour_graph", "episode_clusters", "memory_health"):
+            assert "skipped_concurrent_edit" in meta and "summary" in meta, event.asset_key
+    checks = result.get_asset_check_evaluations()
+    assert len(checks) >= 10 and all(c.passed for c in checks), [c.asset_check_key for c in checks if not c.passed]
+    # The neighbour graph was computed once and handed over inside the run.
+    graph_events = [e for e in result.all_events if e.is_step_success and e.step_key == "neighbour_graph"]
+    assert len(graph_events) == 1
+    assert all(r.passed for r in check_all(seeded, "coding-assistant"))
+
+
+def test_materialize_a_pass_on_its_own(resources: dict[str, Any], instance: DagsterInstance) -> None:
+    """A pass backfilled alone (no graph from its run) builds the graph itself."""
+    contradictions = next(a for a in defs.assets or [] if getattr(a, "key", None) and a.key.path == ["contradictions"])
+    graph = next(a for a in defs.assets or [] if getattr(a, "key", None) and a.key.path == ["neighbour_graph"])
+    result = materialize(
+        [graph, contradictions], selection=[contradictions], partition_key="travel-assistant",
+        resources=resources, instance=instance,
+    )  # fmt: skip
+    meta = result.asset_materializations_for_node("contradictions")[0].metadata
+    assert meta["candidates"].value > 0
+
+
+@pytest.mark.slow
+def test_review_then_apply_exactly_the_reviewed_plan(
+    resources: dict[str, Any], instance: DagsterInstance, seeded: MemoryStore
+) -> None:
+    location = pipeline_defs(resources)
+    planned = location.resolve_job_def("corpus_merge_plan_job").execute_in_process(
+        partition_key=MERGE_AGENT, instance=instance
+    )
+    meta = planned.asset_materializations_for_node("corpus_merge_plan")[0].metadata
+    plan_id = meta["plan_id"].value
+    review = meta["review"].value
+    clusters = seeded.get_plan(plan_id)["body"]["clusters"]
+    assert len(clusters) == meta["clusters"].value > 0
+    for cluster in clusters:  # the reviewer reads each canonical and member, with its similarity
+        assert cluster["canonical"]["content"] in review
+        for member in cluster["members"]:
+            assert member["content"] in review and f"{member['similarity']:.3f}" in review
+    rows = meta["review_table"].value.records
+    assert {r.data["role"] for r in rows} == {"canonical", "member"}
+
+    # Someone edits a member after the review: the apply skips it and reports it.
+    edited = clusters[0]["members"][0]
+    seeded.update(edited["id"], expected_version=edited["version"], tags=["edited-after-review"])
+    # A newer plan exists too; the apply takes the plan it was given, not the latest.
+    location.resolve_job_def("corpus_merge_plan_job").execute_in_process(partition_key=MERGE_AGENT, instance=instance)
+
+    applied = location.resolve_job_def("corpus_merge_apply_job").execute_in_process(
+        partition_key=MERGE_AGENT,
+        instance=instance,
+        run_config={"ops": {"corpus_merge_apply": {"config": {"plan_id": plan_id}}}},
+    )
+    assert applied.success
+    out = applied.asset_materializations_for_node("corpus_merge_apply")[0].metadata
+    assert out["plan_id"].value == plan_id
+    assert out["skipped_concurrent_edit"].value >= 1
+    assert out["merged"].value == meta["merged"].value - out["skipped_concurrent_edit"].value
+    assert seeded.get(edited["id"], track_access=False)["superseded_by"] is None
+    assert all(c.passed for c in applied.get_asset_check_evaluations())
+    assert seeded.get_plan(plan_id)["status"] == "applied"
+
+
+def test_apply_defaults_to_the_latest_pending_plan(resources: dict[str, Any], instance: DagsterInstance) -> None:
+    location = pipeline_defs(resources)
+    planned = location.resolve_job_def("corpus_merge_plan_job").execute_in_process(
+        partition_key=MERGE_AGENT, instance=instance
+    )
+    plan_id = planned.asset_materializations_for_node("corpus_merge_plan")[0].metadata["plan_id"].value
+    applied = materialize([corpus_merge_apply], partition_key=MERGE_AGENT, resources=resources, instance=instance)
+    assert applied.asset_materializations_for_node("corpus_merge_apply")[0].metadata["plan_id"].value == plan_id

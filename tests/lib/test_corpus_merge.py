@@ -104,7 +104,7 @@ def test_apply_supersedes_members_links_audits_and_unions_tags(store: MemoryStor
     plan = consolidate_corpus(store, "a")
     report = apply_corpus_merge(store, "a")
     assert report.plan_id == plan.plan_id and not report.dry_run
-    assert (report.clusters, report.merged, report.skipped_concurrent_edit) == (2 - 1, 2, 0)
+    assert (report.clusters, report.merged, report.skipped_concurrent_edit) == (1, 2, 0)
     now = rows(store)
     assert now[c]["status"] == "active" and now[c]["tags"] == ["ci", "ops"]
     assert [e["id"] for e in loads_metadata(now[c])["merged_from"]] == [m1, m2]

@@ -143,6 +143,45 @@ def default_graph(store: MemoryStore, agent_id: str, ids: pa.Array | None = None
     return neighbour_graph(table["id"], vectors, floor=floor)
 
 
+@dataclass(frozen=True)
+class DecayPlan:
+    """What a decay run would write, row by row (arrays aligned with the input frame)."""
+
+    confidence: np.ndarray  # new confidence
+    competition: np.ndarray
+    elapsed_days: np.ndarray
+    pinned: np.ndarray
+    due: np.ndarray  # elapsed > 0: a write is due (pinned rows only advance decayed_at)
+    archive: np.ndarray  # falls below the archive floor (never pinned)
+
+
+def plan_decay(
+    frame: pa.Table,
+    graph: Any,
+    *,
+    now: datetime,
+    rate: float,
+    min_similarity: float,
+    archive_floor: float,
+) -> DecayPlan:
+    """The vectorized core of :func:`decay_confidence`, without the store: ``frame`` has ``id``,
+    ``confidence``, ``pinned``, ``decayed_at`` and ``created_at``; ``graph`` a neighbour table or None."""
+    ids = frame["id"].combine_chunks()
+    n = frame.num_rows
+    conf = pc.fill_null(frame["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(np.float64)
+    comp = np.zeros(n)
+    if graph is not None and n > 1:
+        i, j, sim = graph_indices(ids, graph)
+        comp = competition(conf, i, j, sim, min_similarity=min_similarity)
+    ref = _micros(frame["decayed_at"])
+    ref = np.where(ref == np.iinfo(np.int64).min, _micros(frame["created_at"]), ref)
+    elapsed = np.clip((_to_us(now) - ref) / _DAY_US, 0.0, None)
+    pinned = pc.fill_null(frame["pinned"], False).to_numpy(zero_copy_only=False).astype(bool)
+    new = np.where(pinned, conf, decayed(conf, comp, elapsed, rate=rate))
+    archive = ~pinned & (new < archive_floor)
+    return DecayPlan(new, comp, elapsed, pinned, elapsed > 0, archive)
+
+
 def decay_confidence(
     store: MemoryStore,
     agent_id: str,
@@ -159,27 +198,21 @@ def decay_confidence(
     s = store.settings
     cursor = PassCursor.start(store, PASS, agent_id, now=now, run_id=run_id)
     now = cursor.now
-    frame = store.scan(agent_id, columns=_COLUMNS, where=VISIBLE)
-    frame = frame.sort_by("id")
+    frame = store.scan(agent_id, columns=_COLUMNS, where=VISIBLE).sort_by("id")
     ids = frame["id"].combine_chunks()
     n = frame.num_rows
-    conf = pc.fill_null(frame["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(np.float64)
     if graph is None and n > 1:
         graph = default_graph(store, agent_id, ids, floor=s.competition_min_similarity)
-    comp = np.zeros(n)
-    if graph is not None and n > 1:
-        i, j, sim = graph_indices(ids, graph)
-        comp = competition(conf, i, j, sim, min_similarity=s.competition_min_similarity)
-    ref = _micros(frame["decayed_at"])
-    created = _micros(frame["created_at"])
-    ref = np.where(ref == np.iinfo(np.int64).min, created, ref)
-    now_us = _to_us(now)
-    elapsed = np.clip((now_us - ref) / _DAY_US, 0.0, None)
-    pinned = pc.fill_null(frame["pinned"], False).to_numpy(zero_copy_only=False).astype(bool)
-    new = np.where(pinned, conf, decayed(conf, comp, elapsed, rate=s.confidence_decay_rate))
-    archive = ~pinned & (new < s.archive_confidence)
-    due = elapsed > 0
-    todo = due | archive
+    plan = plan_decay(
+        frame,
+        graph,
+        now=now,
+        rate=s.confidence_decay_rate,
+        min_similarity=s.competition_min_similarity,
+        archive_floor=s.archive_confidence,
+    )
+    new, comp, pinned, archive = plan.confidence, plan.competition, plan.pinned, plan.archive
+    todo = plan.due | archive
 
     id_list = ids.to_pylist()
     versions = frame["version"].to_numpy()

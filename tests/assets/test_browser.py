@@ -1,0 +1,171 @@
+"""A reviewer's view, in a real browser: the corpus merge plan's review table on the asset's page.
+
+Starts ``dagster-webserver`` and ``dagster-daemon`` on 127.0.0.1 against a temporary instance and store, seeds an
+agent with three near-duplicate clusters (vectors placed in the merge band), launches ``corpus_merge_plan_job``
+for that partition through the GraphQL API (the daemon dequeues and runs it), then opens the asset's partition
+page in headless Debian chromium driven by Playwright and checks that the table shows every canonical, every
+member and the plan id. The screenshot is saved under the test's temporary directory.
+
+Chromium comes from ``apt-get install chromium`` (``.ci/run`` installs it; never ``playwright install``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dagster_procs import DagsterProcs, dagster_env, dagster_processes, make_dagster_home, wait_for
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+AGENT = "reviewer-agent"
+# Canonical first (seeded with the highest importance), then its members.
+CLUSTERS = [
+    [
+        "User prefers dark mode in the editor.",
+        "The user prefers dark mode in their editor.",
+        "User likes dark mode in the editor.",
+    ],
+    ["The project uses pytest for tests.", "Tests in the project are written with pytest."],
+    ["User wants short commit messages.", "User prefers short commit messages."],
+]
+LAUNCH_RUN = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+RUN_STATUS = "query Status($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+
+
+def require_chromium() -> None:
+    """In CI a missing chromium is a failure (``.ci/run`` installs it); elsewhere the test is skipped."""
+    if Path(CHROMIUM).exists() or shutil.which("chromium"):
+        return
+    message = f"{CHROMIUM} not found: install it with `apt-get install -y chromium` (scripts/install_browser.sh)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def seed_clusters(store: MemoryStore, agent: str, *, similarity: float) -> None:
+    """Each member at ``similarity`` to its canonical (the members far from each other): one star per group."""
+    rng = np.random.default_rng(7)
+    dim = store.embedder.dimension
+    for group in CLUSTERS:
+        base = _unit(rng.standard_normal(dim))
+        for i, text in enumerate(group):
+            vector = base
+            if i:
+                noise = rng.standard_normal(dim)
+                noise = _unit(noise - noise.dot(base) * base)
+                vector = similarity * base + np.sqrt(1 - similarity**2) * noise
+            result = store.remember(agent, text, vector=vector.tolist(), tier="ltm", importance=0.9 if i == 0 else 0.5)
+            assert result.outcome == "created", (text, result.outcome)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def launch_partition_run(procs: DagsterProcs, job: str, partition: str) -> str:
+    location = procs.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
+    name = location["workspaceOrError"]["locationEntries"][0]["name"]
+    params = {
+        "selector": {"repositoryLocationName": name, "repositoryName": "__repository__", "jobName": job},
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }
+    launched = procs.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return str(launched["run"]["runId"])
+
+
+def run_status(procs: DagsterProcs, run_id: str) -> str:
+    return str(procs.graphql(RUN_STATUS, {"id": run_id})["runOrError"]["status"])
+
+
+def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    uri = str(tmp_path / "store" / "lancedb")
+    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    band = (store.settings.merge_threshold, store.settings.duplicate_threshold)
+    seed_clusters(store, AGENT, similarity=round(sum(band) / 2, 3))
+    home = make_dagster_home(tmp_path / "dagster")
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("agents", [AGENT])
+
+    with dagster_processes(dagster_env(home, store_uri=uri)) as procs:
+        run_id = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
+        status = wait_for(
+            lambda: (s := run_status(procs, run_id)) in ("SUCCESS", "FAILURE", "CANCELED") and s,
+            timeout=300,
+            what=f"run {run_id} of corpus_merge_plan_job",
+            procs=procs,
+        )
+        assert status == "SUCCESS", f"run {run_id} ended {status}:\n{procs.log_tail('daemon')}"
+        plan = store.latest_plan(AGENT)
+        assert plan is not None and plan["status"] == "pending"
+        assert len(plan["body"]["clusters"]) == len(CLUSTERS)
+
+        shot = tmp_path / "corpus_merge_plan_review.png"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1800, "height": 1300})
+                page.goto(f"{procs.url}/assets/corpus_merge_plan?view=partitions&partition={AGENT}")
+                table = page.locator("table", has_text="canonical").filter(has_text="memory_id").last
+                table.wait_for(timeout=120_000)
+                _dismiss_community_dialog(page)
+                table.scroll_into_view_if_needed()
+                page.screenshot(path=str(shot), full_page=True)
+                table.screenshot(path=str(tmp_path / "review_table.png"))
+                cells = table.inner_text()
+                body = page.inner_text("body")
+            finally:
+                browser.close()
+
+    print(f"screenshots: {shot} and {tmp_path / 'review_table.png'}")
+    assert shot.stat().st_size > 10_000
+    assert plan["plan_id"] in body, "the page shows the plan id a reviewer applies"
+    for group in CLUSTERS:
+        for text in group:
+            assert text in cells, f"{text!r} missing from the review table"
+    rows = [line.split("\t") for line in cells.splitlines() if "\t" in line]
+    roles = [cell.strip() for row in rows for cell in row if cell.strip() in ("canonical", "member")]
+    assert roles.count("canonical") == len(CLUSTERS)
+    assert roles.count("member") == sum(len(g) - 1 for g in CLUSTERS)
+
+
+def _dismiss_community_dialog(page: object) -> None:
+    """The UI greets a new instance with a newsletter dialog over the page; a reviewer would skip it."""
+    skip = page.get_by_role("button", name="Skip")  # type: ignore[attr-defined]
+    try:
+        skip.click(timeout=5_000)
+    except Exception:  # noqa: BLE001 - the dialog does not always appear
+        return

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.maintenance_assets import importance_decay
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.graph import agent_graph, graph_floor
@@ -17,6 +18,8 @@ from engram_pipeline.lifecycle.graph import agent_graph, graph_floor
 
 @asset(
     partitions_def=agents,
+    # Built after decay has pruned, so the passes of a full run compare only rows that are still there.
+    deps=[importance_decay],
     io_manager_key="run_scoped_io_manager",
     retry_policy=PASS_RETRY,
     group_name="graph",

@@ -59,6 +59,7 @@ def test_lineage_is_the_pipeline() -> None:
     assert "beliefs" in parents("schemas")
     assert "confidence_decay" in parents("archival")
     assert "corpus_merge_plan" in parents("corpus_merge_apply")
+    assert "importance_decay" in parents("neighbour_graph")  # the graph is built over what decay left
     assert {"archival", "corpus_merge_plan", "importance_decay"} <= parents("memory_health")
 
 

@@ -126,6 +126,9 @@ def _attempt(
         lambda: (
             store.memories.merge_insert("id")
             .when_matched_update_all(where="target.version + 1 = source.version")
+            # lancedb 0.40: the indexed join (once a BTree on id covers the rows, i.e. after ``maintain``)
+            # panics on a conditional update from a partial-column source; the scan join is correct.
+            .use_index(False)
             .execute(source)
         )
     )
@@ -146,10 +149,15 @@ def cas_delete(
         return CasResult((), ())
     pre = {r["id"]: r for r in store.get_many(list(expected))}
     live = [i for i, v in expected.items() if i in pre and pre[i]["version"] == v]
-    skipped = [i for i in expected if i not in set(live)]
+    live_set = set(live)
+    skipped = [i for i in expected if i not in live_set]
     if not live:
         return CasResult((), tuple(skipped))
-    cond = " OR ".join(f"(id IN {in_list([i])} AND version = {int(expected[i])})" for i in live)
+    # One clause per distinct expected version (not per row): a prune of thousands of rows stays a short filter.
+    by_version: dict[int, list[str]] = {}
+    for i in live:
+        by_version.setdefault(int(expected[i]), []).append(i)
+    cond = " OR ".join(f"(version = {v} AND id IN {in_list(ids)})" for v, ids in sorted(by_version.items()))
     _with_retry(lambda: store.memories.delete(cond))
     remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
     applied = [i for i in live if i not in remaining]

@@ -121,10 +121,13 @@ def app_from_env() -> FastAPI:
     return create_app(settings=Settings.from_env())
 
 
-def serve(host: str, port: int, settings: Settings, *, log_level: str = "info") -> None:
+def serve(
+    host: str, port: int, settings: Settings, *, log_level: str = "info", access_interval_s: float = 0.05
+) -> None:
     """Serve the API with uvicorn (blocking). Refuses a non-loopback ``host`` when no API keys are set.
 
     Raises ``SettingsError`` with a message for the user on a refused bind or a malformed key list.
+    ``access_interval_s`` is the flush interval of access bookkeeping (0: one commit per request).
     """
     import uvicorn
 
@@ -135,4 +138,5 @@ def serve(host: str, port: int, settings: Settings, *, log_level: str = "info") 
             f"engram: no API keys configured; serving loopback callers on {host}:{port} without authentication",
             file=sys.stderr,
         )
-    uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
+    app = create_app(settings=settings, access_interval_s=access_interval_s)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -6,7 +6,7 @@ job, ``corpus_merge_apply_job``, launched with the plan id (default: the partiti
 
 from typing import Any
 
-from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, asset
 from pydantic import Field
 
 from assets._report import merge_review, report_metadata, run_pass, timed
@@ -54,6 +54,9 @@ def corpus_merge_apply(
 ) -> MaterializeResult:
     """Apply exactly one reviewed plan; members changed since the review are skipped and reported."""
     store, agent = engram.open(), context.partition_key
-    report, seconds = timed(apply_corpus_merge, store, agent, config.plan_id, run_id=context.run_id)
+    try:
+        report, seconds = timed(apply_corpus_merge, store, agent, config.plan_id, run_id=context.run_id)
+    except (LookupError, ValueError) as exc:  # an unknown plan id, or another agent's: retrying cannot help
+        raise Failure(description=str(exc), allow_retries=False) from exc
     meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster",))
     return MaterializeResult(metadata={**meta, **merge_review(report)})

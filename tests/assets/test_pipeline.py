@@ -111,3 +111,18 @@ def test_apply_defaults_to_the_latest_pending_plan(resources: dict[str, Any], in
     plan_id = planned.asset_materializations_for_node("corpus_merge_plan")[0].metadata["plan_id"].value
     applied = materialize([corpus_merge_apply], partition_key=MERGE_AGENT, resources=resources, instance=instance)
     assert applied.asset_materializations_for_node("corpus_merge_apply")[0].metadata["plan_id"].value == plan_id
+
+
+def test_apply_refuses_an_unknown_plan_without_retrying(resources: dict[str, Any], instance: DagsterInstance) -> None:
+    result = materialize(
+        [corpus_merge_apply],
+        partition_key=MERGE_AGENT,
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"corpus_merge_apply": {"config": {"plan_id": "plan-that-does-not-exist"}}}},
+        raise_on_error=False,
+    )
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert len(failures) == 1 and "plan-that-does-not-exist" in failures[0].event_specific_data.error.message
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]

@@ -172,3 +172,29 @@ def test_tiers_and_recall_filters(store):
     warm_cold = store.recall("a", "fact about coffee", tiers=["warm", "cold"], track_access=False)
     assert {h.memory["id"] for h in warm_cold} == {"w", "c"}
     assert {h.memory["id"] for h in store.recall("a", "coffee", min_confidence=0.7, track_access=False)} == {"h", "w"}
+
+
+def test_a_killed_run_resumes_with_its_now_after_its_last_batch(store):
+    for mid in ("a1", "b1", "c1", "d1"):
+        _add(store, mid, 0.8)
+    then = T0 + timedelta(days=2)
+    # what a run killed after its first batch (rows up to "b1") leaves behind
+    store.set_cursor(
+        "confidence_decay",
+        "a",
+        {
+            "run_id": "r1",
+            "now": then.isoformat(),
+            "after": "b1",
+            "done": False,
+            "batches": 1,
+            "resumed": 0,
+            "counts": {"decayed": 2},
+        },
+    )
+    rep = decay_confidence(store, "a", graph=_graph([]), now=T0 + timedelta(days=9))
+    assert rep.decayed_count == 4 and rep.cursor["resumed"] == 1 and rep.cursor["done"]
+    rows = {r["id"]: r for r in store.get_many(["a1", "b1", "c1", "d1"])}
+    assert rows["a1"]["version"] == 1 and rows["b1"]["version"] == 1  # done before the kill: not rewritten
+    assert rows["c1"]["decayed_at"] == then and rows["d1"]["decayed_at"] == then  # the run's own now
+    assert store.get_cursor("confidence_decay", "a")["done"] is True

@@ -265,3 +265,13 @@ def test_archive_then_restore_returns_the_row(confs):
                 assert {k: v for k, v in back.items() if k not in skip} == {
                     k: v for k, v in row.items() if k not in skip
                 }
+
+
+def test_consolidate_takes_the_shared_agent_graph(store):
+    from engram_pipeline.lifecycle.graph import agent_graph
+
+    for t in ("User works at Acme", "The user works at Acme.", "User works at Acme now"):
+        episode(store, t)
+    report = consolidate(store, "a", scope="full", graph=agent_graph(store, "a"))
+    assert (report.clusters, report.beliefs_created) == (1, 1)
+    assert [r["content"] for r in derived(store, "semantic")] == ["User works at Acme."]

@@ -9,9 +9,11 @@ nothing twice.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dagster import (
     DefaultScheduleStatus,
+    RunConfig,
     RunRequest,
     ScheduleDefinition,
     ScheduleEvaluationContext,
@@ -20,6 +22,7 @@ from dagster import (
 )
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from assets.consolidation_assets import EpisodeClustersConfig
 from assets.jobs import (
     consolidation_job,
     corpus_merge_plan_job,
@@ -32,14 +35,28 @@ from assets.partitions import AGENTS
 from engram_pipeline.model import utcnow
 from engram_pipeline.settings import Settings
 
-# (schedule name, job, Settings field holding its interval in ms)
-SCHEDULED: list[tuple[str, UnresolvedAssetJobDefinition, str]] = [
-    ("stm_promotion_schedule", stm_promotion_job, "stm_interval_ms"),
-    ("decay_schedule", decay_job, "decay_interval_ms"),
-    ("consolidation_schedule", consolidation_job, "consolidation_interval_ms"),
-    ("health_schedule", health_job, "health_interval_ms"),
-    ("maintenance_schedule", maintenance_job, "maintenance_interval_ms"),
-    ("corpus_merge_plan_schedule", corpus_merge_plan_job, "merge_interval_ms"),
+
+@dataclass(frozen=True)
+class Scheduled:
+    name: str
+    job: UnresolvedAssetJobDefinition
+    interval_field: str  # the Settings field holding the interval in ms
+    run_config: RunConfig | None = None  # the per-run knobs a scheduled run uses
+    per_agent: bool = True
+
+
+SCHEDULED = [
+    Scheduled("stm_promotion_schedule", stm_promotion_job, "stm_interval_ms"),
+    Scheduled("decay_schedule", decay_job, "decay_interval_ms"),
+    Scheduled(
+        "consolidation_schedule",
+        consolidation_job,
+        "consolidation_interval_ms",
+        RunConfig({"episode_clusters": EpisodeClustersConfig(scope="recent")}),
+    ),
+    Scheduled("health_schedule", health_job, "health_interval_ms"),
+    Scheduled("maintenance_schedule", maintenance_job, "maintenance_interval_ms", per_agent=False),
+    Scheduled("corpus_merge_plan_schedule", corpus_merge_plan_job, "merge_interval_ms"),
 ]
 DAILY = "0 0 * * *"
 
@@ -63,28 +80,30 @@ def interval_cron(ms: int) -> str:
     return DAILY if days == 1 else f"0 0 */{days} * *"
 
 
-def per_agent_schedule(
-    name: str, job: UnresolvedAssetJobDefinition, interval_ms: int, fallback_ms: int
-) -> ScheduleDefinition:
-    """A schedule of ``job`` every ``interval_ms`` (stopped when 0) that requests a run per agent partition."""
+def per_agent_schedule(spec: Scheduled, interval_ms: int, fallback_ms: int) -> ScheduleDefinition:
+    """A schedule of ``spec.job`` every ``interval_ms`` (stopped when 0): a run per agent partition on each tick."""
     ms = interval_ms or fallback_ms
-    partitioned = job.name != maintenance_job.name  # the one job over the whole store
+    name = spec.name
 
     @schedule(
         name=name,
-        job=job,
+        job=spec.job,
         cron_schedule=interval_cron(ms) if ms > 0 else DAILY,
         default_status=DefaultScheduleStatus.RUNNING if interval_ms > 0 else DefaultScheduleStatus.STOPPED,
-        description=f"{job.name} every {ms / 60_000:g} minutes" + ("" if interval_ms > 0 else " (interval 0: off)"),
+        description=f"{spec.job.name} every {ms / 60_000:g} minutes"
+        + ("" if interval_ms > 0 else " (interval 0: off)"),
     )
     def _schedule(context: ScheduleEvaluationContext) -> Sequence[RunRequest] | SkipReason:
         tick = (context.scheduled_execution_time or utcnow()).isoformat()
-        if not partitioned:
-            return [RunRequest(run_key=f"{name}:{tick}")]
+        if not spec.per_agent:
+            return [RunRequest(run_key=f"{name}:{tick}", run_config=spec.run_config)]
         keys = context.instance.get_dynamic_partitions(AGENTS)
         if not keys:
             return SkipReason("no agent partitions yet: agent_partitions_sensor registers agents as they appear")
-        return [RunRequest(run_key=f"{name}:{agent}:{tick}", partition_key=agent) for agent in keys]
+        return [
+            RunRequest(run_key=f"{name}:{agent}:{tick}", partition_key=agent, run_config=spec.run_config)
+            for agent in keys
+        ]
 
     return _schedule
 
@@ -93,6 +112,6 @@ def build_schedules(settings: Settings) -> list[ScheduleDefinition]:
     """Every schedule, with intervals (and so default statuses) from ``settings``."""
     defaults = Settings()
     return [
-        per_agent_schedule(name, job, getattr(settings, field), getattr(defaults, field))
-        for name, job, field in SCHEDULED
+        per_agent_schedule(spec, getattr(settings, spec.interval_field), getattr(defaults, spec.interval_field))
+        for spec in SCHEDULED
     ]

@@ -126,3 +126,11 @@ def test_interval_zero_leaves_the_schedule_stopped() -> None:
 )
 def test_interval_cron(ms: int, cron: str) -> None:
     assert interval_cron(ms) == cron
+
+
+def test_consolidation_schedule_passes_its_config(temp_instance: DagsterInstance) -> None:
+    temp_instance.add_dynamic_partitions(AGENTS, ["a1"])
+    schedule = schedule_named(Settings.from_env({}), "consolidation_schedule")
+    with build_schedule_context(instance=temp_instance, scheduled_execution_time=TICK, repository_def=REPO) as context:
+        (request,) = schedule.evaluate_tick(context).run_requests or []
+    assert request.run_config["ops"]["episode_clusters"]["config"] == {"scope": "recent"}

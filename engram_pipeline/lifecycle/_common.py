@@ -11,14 +11,14 @@ and a recomputation finds nothing left to change).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from engram_pipeline.model import utcnow
+from engram_pipeline.model import Memory, utcnow
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -28,7 +28,9 @@ def new_run_id(pass_name: str) -> str:
     return f"{pass_name}-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
-def agent_frame(store: MemoryStore, agent_id: str, columns: list[str] | None = None, where: str | None = None) -> pl.DataFrame:
+def agent_frame(
+    store: MemoryStore, agent_id: str, columns: list[str] | None = None, where: str | None = None
+) -> pl.DataFrame:
     """One agent's rows (optionally only ``columns``) as a polars frame, sorted by id."""
     table = store.scan(agent_id, columns=columns, where=where)
     df = pl.from_arrow(table)
@@ -47,7 +49,13 @@ class PassCursor:
 
     @classmethod
     def start(
-        cls, store: MemoryStore, pass_name: str, agent_id: str, *, now: datetime | None = None, run_id: str | None = None
+        cls,
+        store: MemoryStore,
+        pass_name: str,
+        agent_id: str,
+        *,
+        now: datetime | None = None,
+        run_id: str | None = None,
     ) -> PassCursor:
         """Resume an unfinished run of this pass (keeping its ``now``), or begin a new one."""
         saved = store.get_cursor(pass_name, agent_id)
@@ -102,3 +110,31 @@ class PassCursor:
     def counts(self) -> dict[str, int]:
         """Counts accumulated by earlier (killed) attempts of this run, to add to this attempt's."""
         return dict(self.state.get("counts", {}))
+
+
+def delete_rechecked(
+    store: MemoryStore,
+    expected: dict[str, int],
+    *,
+    recheck: Callable[[list[Memory]], dict[str, int]],
+    actor: str,
+    action: str,
+    run_id: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """Delete rows still at their ``expected`` versions (audited pre-images, one commit), re-reading the
+    misses once: ``recheck(fresh_rows)`` returns ``{id: version}`` of those that should still go.
+
+    Returns ``(deleted ids, skipped ids)``; skipped are rows that moved again, or vanished, in between.
+    A re-read row that ``recheck`` leaves out no longer qualifies and is neither.
+    """
+    if not expected:
+        return [], []
+    first = store.cas_delete(expected, actor=actor, action=action, run_id=run_id)
+    deleted = list(first.applied)
+    misses = list(first.skipped_concurrent_edit)
+    if not misses:
+        return deleted, []
+    fresh = store.get_many(misses)
+    gone = sorted(set(misses) - {r["id"] for r in fresh})
+    again = store.cas_delete(recheck(fresh), actor=actor, action=action, run_id=run_id)
+    return deleted + list(again.applied), gone + list(again.skipped_concurrent_edit)

@@ -1,0 +1,228 @@
+"""Importance decay: re-score every memory of an agent, mark the faded ones stale, prune the forgotten.
+
+One pass over one agent, column-wise:
+
+1. read the columns the score needs (never the vectors) as one polars frame, sorted by id;
+2. score every row with :func:`engram_pipeline.scoring.importance_frame` at the run's ``now``;
+3. decide per row: ``stale`` when score <= ``MEMORY_DECAY_STALE_SCORE_THRESHOLD``, back to ``active`` when a
+   stale row scores above it again (only rows that are ``active`` or ``stale`` are re-statused: contradicted,
+   superseded and archived rows keep their status, and ``superseded_by`` is never touched, so a hidden row
+   stays hidden); prune when score < ``MEMORY_DECAY_PRUNE_SCORE_THRESHOLD``, the row was created more than
+   ``MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS`` ago and it is not pinned;
+4. write, per batch of ``MEMORY_DECAY_BATCH_SIZE`` ids, only the rows where something changed, through the
+   store's batched compare-and-set (one commit per batch), then prune with audited pre-images (actor
+   ``ltm_decay``, action ``prune``; :meth:`MemoryStore.restore` brings a row back).
+
+A row edited between the read and the write is re-read and re-scored once (an edit may have pinned it); a row
+edited again in between is skipped and counted in ``skipped_concurrent_edit``. The pass keeps a
+:class:`PassCursor`: a killed run resumes after its last committed batch with the same ``now``. Running it
+twice at the same ``now`` writes nothing the second time (no new table version of ``memories`` either).
+
+>>> from engram_pipeline.settings import Settings
+>>> from engram_pipeline.store import MemoryStore
+>>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
+>>> _ = store.remember("alice", "We decided to ship on Friday")
+>>> decay_importance(store, "alice").processed
+1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
+from engram_pipeline.model import Memory
+from engram_pipeline.scoring import importance_frame
+from engram_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+PASS_NAME = "ltm_decay"
+ACTOR = "ltm_decay"
+# What the score reads, plus what the decision compares against; never the vector.
+COLUMNS = [
+    "id",
+    "version",
+    "content",
+    "tags",
+    "pinned",
+    "access_count",
+    "created_at",
+    "last_accessed_at",
+    "importance",
+    "importance_factors",
+    "status",
+]
+WRITTEN = ["id", "version", "importance", "importance_factors", "status", "decayed_at"]
+RESTATUSED = ("active", "stale")
+
+
+@dataclass(frozen=True)
+class DecayReport:
+    processed: int
+    updated: int
+    stale: int  # rows this run marked stale (active -> stale)
+    pruned: int
+    skipped_concurrent_edit: int
+    cursor: dict[str, Any]
+
+
+def decide(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
+    """Score ``df`` (the :data:`COLUMNS`) and decide each row: ``action`` is ``prune``, ``update`` or null.
+
+    Returns ``id``, ``version``, ``action``, the new ``importance``, ``importance_factors`` and ``status``,
+    ``decayed_at`` and ``became_stale``.
+    """
+    scored = importance_frame(df, now=now, half_life_days=settings.importance_half_life_days)
+    score = pl.col("importance")
+    old_status = pl.col("status")
+    status = (
+        pl.when(~old_status.is_in(RESTATUSED))
+        .then(old_status)
+        .when(score <= settings.stale_threshold)
+        .then(pl.lit("stale"))
+        .otherwise(pl.lit("active"))
+    )
+    cutoff = now - timedelta(days=settings.prune_older_than_days)
+    prune = (
+        (score < settings.prune_threshold)
+        & (pl.col("created_at") < pl.lit(cutoff))
+        & ~pl.col("pinned").fill_null(False)
+    )
+    changed = (
+        score.ne_missing(pl.col("old_importance"))
+        | pl.col("importance_factors").ne_missing(pl.col("old_factors"))
+        | status.ne_missing(old_status)
+    )
+    out = pl.concat(
+        [
+            df.select(
+                "id",
+                "version",
+                "status",
+                "created_at",
+                "pinned",
+                pl.col("importance").alias("old_importance"),
+                pl.col("importance_factors").alias("old_factors"),
+            ),
+            scored,
+        ],
+        how="horizontal",
+    )
+    return out.select(
+        "id",
+        "version",
+        pl.when(prune).then(pl.lit("prune")).when(changed).then(pl.lit("update")).alias("action"),
+        "importance",
+        "importance_factors",
+        status.alias("new_status"),
+        pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("decayed_at"),
+        ((status == "stale") & (old_status != "stale")).alias("became_stale"),
+    ).rename({"new_status": "status"})
+
+
+def decay_importance(
+    store: MemoryStore,
+    agent_id: str,
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
+) -> DecayReport:
+    """Re-score, re-status and prune one agent's memories; see the module docstring."""
+    settings = store.settings
+    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    now = cursor.now
+    size = batch_size or settings.decay_batch_size
+    df = agent_frame(store, agent_id, COLUMNS)
+    if cursor.after is not None:
+        df = df.filter(pl.col("id") > cursor.after)
+    plan = decide(df, now=now, settings=settings)
+    totals = {"processed": 0, "updated": 0, "stale": 0, "pruned": 0, "skipped_concurrent_edit": 0}
+    for key, value in cursor.counts.items():
+        totals[key] = totals.get(key, 0) + value
+    for start in range(0, plan.height, size):
+        batch = plan.slice(start, size)
+        counts = _apply_batch(store, batch, now=now, settings=settings, run_id=cursor.run_id)
+        counts["processed"] = batch.height
+        cursor.advance(str(batch["id"][-1]), **counts)
+        for key, value in counts.items():
+            totals[key] += value
+    summary = cursor.finish(**{f"total_{k}": v for k, v in totals.items()})
+    return DecayReport(
+        processed=totals["processed"],
+        updated=totals["updated"],
+        stale=totals["stale"],
+        pruned=totals["pruned"],
+        skipped_concurrent_edit=totals["skipped_concurrent_edit"],
+        cursor=summary,
+    )
+
+
+def _apply_batch(
+    store: MemoryStore, batch: pl.DataFrame, *, now: datetime, settings: Settings, run_id: str
+) -> dict[str, int]:
+    updates = batch.filter(pl.col("action") == "update")
+    changes = updates.select(WRITTEN).to_dicts()
+    stale_ids = set(updates.filter(pl.col("became_stale"))["id"].to_list())
+
+    def redecide(fresh: list[Memory]) -> pl.DataFrame:
+        """Re-score freshly re-read rows (an edit may have pinned them) and refresh the stale bookkeeping."""
+        again = decide(_frame(fresh), now=now, settings=settings)
+        stale_ids.difference_update(again["id"].to_list())
+        stale_ids.update(again.filter(pl.col("became_stale") & (pl.col("action") == "update"))["id"].to_list())
+        return again
+
+    def recheck_prunes(fresh: list[Memory]) -> dict[str, int]:
+        again = redecide(fresh)
+        # A row that no longer qualifies for pruning (pinned meanwhile, say) still gets its new score.
+        changes.extend(again.filter(pl.col("action") == "update").select(WRITTEN).to_dicts())
+        keep = again.filter(pl.col("action") == "prune")
+        return dict(zip(keep["id"].to_list(), keep["version"].to_list(), strict=True))
+
+    prunes = batch.filter(pl.col("action") == "prune")
+    expected = dict(zip(prunes["id"].to_list(), prunes["version"].to_list(), strict=True))
+    pruned, skipped = delete_rechecked(
+        store, expected, recheck=recheck_prunes, actor=ACTOR, action="prune", run_id=run_id
+    )
+    late_prunes: dict[str, int] = {}  # rows that qualify for pruning only once re-read
+
+    def recompute(fresh: list[Memory]) -> list[dict[str, Any]]:
+        again = redecide(fresh)
+        keep = again.filter(pl.col("action") == "prune")
+        late_prunes.update(zip(keep["id"].to_list(), keep["version"].to_list(), strict=True))
+        return again.filter(pl.col("action") == "update").select(WRITTEN).to_dicts()
+
+    result = store.cas_write(changes, recompute=recompute, actor=ACTOR, action="decay", run_id=run_id)
+    late = store.cas_delete(late_prunes, actor=ACTOR, action="prune", run_id=run_id)
+    applied = set(result.applied)
+    return {
+        "updated": len(applied),
+        "stale": len(stale_ids & applied),
+        "pruned": len(pruned) + len(late.applied),
+        "skipped_concurrent_edit": len(result.skipped_concurrent_edit) + len(skipped)
+        + len(late.skipped_concurrent_edit),
+    }
+
+
+def _frame(rows: list[Memory]) -> pl.DataFrame:
+    """Fresh rows (dicts, as the store returns them) as a frame of :data:`COLUMNS` with the table's types."""
+    schema: dict[str, Any] = {
+        "id": pl.String,
+        "version": pl.Int64,
+        "content": pl.String,
+        "tags": pl.List(pl.String),
+        "pinned": pl.Boolean,
+        "access_count": pl.Int64,
+        "created_at": pl.Datetime("us", "UTC"),
+        "last_accessed_at": pl.Datetime("us", "UTC"),
+        "importance": pl.Float64,
+        "importance_factors": pl.String,
+        "status": pl.String,
+    }
+    return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema, orient="row")

@@ -1,0 +1,176 @@
+"""How many wrong merges the corpus-merge plan holds, next to a plain-cosine plan over the same graph.
+
+    python bench/bench_merge_quality.py [--limit 400] [--band 0.85]
+
+Corpus (all-MiniLM-L6-v2, loaded offline): the **held-out** STS files (2016-*, never used to pick thresholds;
+see ``bench/calibrate_thresholds.py``). Two agents in one real store, rows inserted as an import would:
+
+* ``sts``: both sentences of ``--limit`` labelled pairs. A merge of a labelled pair is right when its STS score
+  is >= 4.0 ("mostly equivalent"), wrong below; a merge of two sentences from different pairs is unlabelled
+  and reported apart. "pairs joined" is the share of pairs scoring >= 4.0 that end up in one cluster.
+* ``contra``: held-out sentences next to a contradicting variant (a negation inserted or removed, a number
+  changed), as in ``calibrate_thresholds.py``. A merge of a contradicting pair is wrong; "pairs joined" is
+  the share of contradicting pairs that end up in one cluster. (STS pairs there keep their labels.)
+
+For each band (``--band``, default the issue's 0.85, and the embedder's calibrated profile) it runs the real
+pass, ``consolidate_corpus`` (dry run: the plan a reviewer would see), and a plain plan: the same star
+clusters over the same neighbour graph and the same band, with no merge guard. Then it applies the guarded
+plan end to end and times both steps. Figures are counts of (canonical, member) merges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from calibrate_thresholds import HELD_OUT_FILES, contradiction_set, embed_cached, load  # noqa: E402
+
+from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus  # noqa: E402
+from engram_pipeline.lifecycle.graph import agent_graph, band  # noqa: E402
+from engram_pipeline.model import content_hash  # noqa: E402
+from engram_pipeline.settings import Settings  # noqa: E402
+from engram_pipeline.similarity import star_clusters  # noqa: E402
+from engram_pipeline.store import MemoryStore  # noqa: E402
+
+MERGE_OK = 4.0
+CACHE = Path("/tmp/engram-calibration")
+
+
+def insert(store: MemoryStore, agent: str, sentences: list[str]) -> dict[str, str]:
+    """Insert unique sentences with their MiniLM vectors; returns sentence -> id."""
+    unique = sorted({s for s in sentences if s.strip()}, key=lambda s: content_hash(agent, s))
+    by_hash: dict[str, str] = {}
+    for s in unique:
+        by_hash.setdefault(content_hash(agent, s), s)
+    texts = list(by_hash.values())
+    cached = embed_cached(store.embedder, texts, CACHE)  # shares calibrate_thresholds.py's embedding cache
+    rows = []
+    for text in texts:
+        row = store.new_row(agent, text, tier="ltm")
+        row["vector"] = cached[text].tolist()
+        rows.append(row)
+    store.insert_rows(rows)
+    ids = {r["content_hash"]: r["id"] for r in rows}
+    return {s: ids[content_hash(agent, s)] for s in sentences if s.strip()}
+
+
+def joined(merges: list[tuple[str, str]], pairs: list[frozenset[str]]) -> int:
+    """How many ``pairs`` end up in one cluster (as canonical and member, or as two members of one star)."""
+    cluster = {m: c for c, m in merges} | {c: c for c, _ in merges}
+    return sum(1 for p in pairs if len({cluster.get(x, x) for x in p}) == 1)
+
+
+def plain_plan(store: MemoryStore, agent: str, graph: Any, lo: float, hi: float) -> list[tuple[str, str]]:
+    """Star clusters on cosine alone, same canonical order (importance, newest, id) as the pass."""
+    rows = store.scan(agent, columns=["id", "importance", "created_at"]).to_pylist()
+    rows.sort(key=lambda r: r["id"])
+    rows.sort(key=lambda r: (-(r["importance"] or 0.0), -r["created_at"].timestamp()))
+    clusters = star_clusters(band(graph, lo, hi), [r["id"] for r in rows], lo, hi)
+    return [(c, m) for c, members in clusters for m, _ in members]
+
+
+def guarded_plan(report: Any) -> list[tuple[str, str]]:
+    return [(c["canonical_id"], m["id"]) for c in report.per_cluster for m in c["members"]]
+
+
+def judge(merges: list[tuple[str, str]], labels: dict[frozenset[str], float]) -> tuple[int, int, int]:
+    """(right, wrong, unlabelled) among merges."""
+    right = wrong = other = 0
+    for c, m in merges:
+        score = labels.get(frozenset((c, m)))
+        if score is None:
+            other += 1
+        elif score >= MERGE_OK:
+            right += 1
+        else:
+            wrong += 1
+    return right, wrong, other
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=400, help="labelled held-out pairs (0 = all)")
+    parser.add_argument("--band", type=float, default=0.85, help="merge threshold of the plain band to compare")
+    args = parser.parse_args()
+
+    base = Settings.from_env({"ENGRAM_EMBEDDER": "minilm"})
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore.open(tmp, settings=base)
+        profile = store.settings
+        scores, a, b = load(HELD_OUT_FILES)
+        keep = [i for i in range(len(scores)) if a[i].strip() and b[i].strip()]
+        if args.limit:
+            keep = [keep[i] for i in np.random.default_rng(0).permutation(len(keep))[: args.limit]]
+        a, b, scores = [a[i] for i in keep], [b[i] for i in keep], [float(scores[i]) for i in keep]
+        started = time.perf_counter()
+        ids = insert(store, "sts", a + b)
+        labels: dict[frozenset[str], float] = {}
+        for x, y, s in zip(a, b, scores, strict=True):
+            if ids[x] != ids[y]:
+                key = frozenset((ids[x], ids[y]))
+                labels[key] = max(s, labels.get(key, s))
+        left, right, _ = contradiction_set(sorted(set(a + b)))
+        cids = insert(store, "contra", left + right)
+        # In the contra agent, the STS pairs both of whose sentences are there keep their labels.
+        contra = {
+            frozenset((cids[x], cids[y])): s for x, y, s in zip(a, b, scores, strict=True) if x in cids and y in cids
+        }
+        contradicting = [frozenset((cids[x], cids[y])) for x, y in zip(left, right, strict=True) if cids[x] != cids[y]]
+        contra.update({p: 0.0 for p in contradicting})
+        print(f"embedded and inserted {len(ids) + len(cids)} sentences in {time.perf_counter() - started:.1f}s")
+        good = sum(1 for s in labels.values() if s >= MERGE_OK)
+        good_pairs = [p for p, s in labels.items() if s >= MERGE_OK]
+        print(
+            f"sts: {len(labels)} labelled pairs ({good} with score >= {MERGE_OK}); contra: {len(contradicting)} pairs"
+        )
+
+        bands = {
+            f"band {args.band:.3f}-0.999 (issue)": (args.band, 0.999),
+            f"profile {profile.merge_threshold:.3f}-{profile.duplicate_threshold:.3f}": (
+                profile.merge_threshold,
+                profile.duplicate_threshold,
+            ),
+        }
+        for name, (lo, hi) in bands.items():
+            settings = base.replace(merge_threshold=lo, duplicate_threshold=hi, contradiction_threshold_max=1.0)
+            store.settings = settings.with_profile({})  # explicit thresholds win over the profile
+            print(f"\n{name}")
+            print(f"  {'plan':<9} {'set':<7} {'merges':>7} {'right':>6} {'wrong':>6} {'unlab.':>6} {'precision':>9}"
+                  f" {'pairs joined':>13}")  # fmt: skip
+            for agent, lab in (("sts", labels), ("contra", contra)):
+                graph = agent_graph(store, agent, floor=lo)
+                t0 = time.perf_counter()
+                report = consolidate_corpus(store, agent, graph=graph)
+                took = time.perf_counter() - t0
+                for plan_name, merges in (("plain", plain_plan(store, agent, graph, lo, hi)),
+                                          ("guarded", guarded_plan(report))):  # fmt: skip
+                    ok, bad, other = judge(merges, lab)
+                    together = joined(merges, contradicting if agent == "contra" else good_pairs)
+                    base_n = len(contradicting) if agent == "contra" else good
+                    precision = f"{ok / (ok + bad):.3f}" if ok + bad else "-"
+                    print(f"  {plan_name:<9} {agent:<7} {len(merges):>7} {ok:>6} {bad:>6} {other:>6} {precision:>9}"
+                          f" {together / max(1, base_n):>12.1%}")  # fmt: skip
+                print(f"  (plan of {report.scanned} rows: {took:.2f}s)")
+        # End to end: apply the guarded plan at the profile band on the sts agent.
+        store.settings = profile
+        plan = consolidate_corpus(store, "sts")
+        t0 = time.perf_counter()
+        applied = apply_corpus_merge(store, "sts", plan.plan_id)
+        print(f"\napply (profile band, sts): {applied.merged} merged in {applied.clusters} clusters, "
+              f"{applied.skipped_concurrent_edit} skipped, {time.perf_counter() - t0:.2f}s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,7 @@ Data: one agent with ``--rows`` memories written straight into the ``memories`` 
 (random float32 vectors of the store's dimension, so the table is as heavy as a real one); content from a pool
 of templates with and without decision / problem / milestone cues; 1% pinned, 3% tagged important; access
 counts roughly geometric; ages mixed so that a realistic share turns stale and a small share is pruned (rows
-last touched 2-3 weeks ago, and a tail of old untouched rows). Every row carries the importance it had one day
+a tail last touched 17-30 days ago). Every row carries the importance it had one day
 earlier, so the pass is the daily re-score: nearly every row changes.
 
 Measured in one run:
@@ -72,10 +72,12 @@ def build(store: MemoryStore, rows: int, *, seed: int = 7, chunk: int = 100_000)
         # Age since the last touch, in days: mostly recent, a stale band, and an old untouched tail.
         band = rng.random(n)
         touched = np.where(
-            band < 0.80, rng.uniform(0, 12, n), np.where(band < 0.96, rng.uniform(12, 30, n), rng.uniform(30, 90, n))
+            band < 0.70, rng.uniform(0, 4, n), np.where(band < 0.96, rng.uniform(4, 17, n), rng.uniform(17, 30, n))
         )
-        created_days = touched + np.where(rng.random(n) < 0.5, 0.0, rng.uniform(0, 60, n))
-        accessed = (rng.random(n) < 0.6) & (created_days > touched)
+        # Accessed rows were created earlier (up to 60 days before their last access); the others are aged
+        # from creation.
+        accessed = rng.random(n) < 0.6
+        created_days = touched + np.where(accessed, rng.uniform(0, 60, n), 0.0)
         access = np.where(accessed, rng.geometric(0.3, n), 0)
         created = [NOW - timedelta(days=float(d)) for d in created_days]
         last = [NOW - timedelta(days=float(t)) if a else None for t, a in zip(touched, accessed, strict=True)]

@@ -13,6 +13,7 @@ change in one batch names the same columns.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -158,19 +159,32 @@ def cas_delete(
     for i in live:
         by_version.setdefault(int(expected[i]), []).append(i)
     cond = " OR ".join(f"(version = {v} AND id IN {in_list(ids)})" for v, ids in sorted(by_version.items()))
-    _with_retry(lambda: store.memories.delete(cond))
-    remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
-    applied = [i for i in live if i not in remaining]
-    skipped += [i for i in live if i in remaining]
+    # Write-ahead: the pre-images go to the audit before the delete, so a process killed between the two
+    # commits leaves an event, never a row gone without one. With a run id the event ids are deterministic,
+    # so the resumed run (same run id) that deletes the row does not record it twice.
+    event_ids = {i: _event_id(run_id, action, i, int(expected[i])) for i in live}
     store.record_audit(
         [
-            {"memory_id": i, "agent_id": pre[i]["agent_id"], "action": action, "before": pre[i]}
-            for i in applied
+            {"event_id": event_ids[i], "memory_id": i, "agent_id": pre[i]["agent_id"], "action": action,
+             "before": pre[i]}
+            for i in live
         ],
         actor=actor,
         run_id=run_id,
     )
+    _with_retry(lambda: store.memories.delete(cond))
+    remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
+    applied = [i for i in live if i not in remaining]
+    skipped += [i for i in live if i in remaining]
+    store.drop_audit_events([event_ids[i] for i in live if i in remaining])
     return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
+
+
+def _event_id(run_id: str | None, action: str, memory_id: str, version: int) -> str:
+    """A deterministic audit event id within a run (idempotent write-ahead), a random one without a run."""
+    if run_id is None:
+        return uuid.uuid4().hex
+    return hashlib.sha256(f"{run_id}\0{action}\0{memory_id}\0{version}".encode()).hexdigest()[:32]
 
 
 def _with_retry(op: Callable[[], Any], attempts: int = 8) -> Any:

@@ -44,7 +44,11 @@ class RecordsMixin:
     def record_audit(
         self, events: Sequence[dict[str, Any]], *, actor: str, run_id: str | None = None
     ) -> None:
-        """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text)."""
+        """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text).
+
+        An event may carry its own ``event_id``: events with ids already in the table are not added again, so
+        a write-ahead audit that a resumed pass repeats is recorded once.
+        """
         if not events:
             return
         now = utcnow()
@@ -52,7 +56,7 @@ class RecordsMixin:
         for e in events:
             rows.append(
                 {
-                    "event_id": uuid.uuid4().hex,
+                    "event_id": e.get("event_id") or uuid.uuid4().hex,
                     "memory_id": e["memory_id"],
                     "agent_id": e["agent_id"],
                     "action": e["action"],
@@ -64,7 +68,15 @@ class RecordsMixin:
                 }
             )
         table = rows_to_table(rows, AUDIT_SCHEMA)
-        _with_retry(lambda: self.audit.add(table))
+        if any(e.get("event_id") for e in events):
+            _with_retry(lambda: self.audit.merge_insert("event_id").when_not_matched_insert_all().execute(table))
+        else:
+            _with_retry(lambda: self.audit.add(table))
+
+    def drop_audit_events(self, event_ids: Sequence[str]) -> None:
+        """Remove write-ahead events whose change did not happen (the row moved before the commit)."""
+        if event_ids:
+            _with_retry(lambda: self.audit.delete(f"event_id IN {in_list(event_ids)}"))
 
     def _image(self, value: Any) -> str | None:
         if value is None or isinstance(value, str):

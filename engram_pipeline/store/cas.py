@@ -165,8 +165,13 @@ def cas_delete(
     event_ids = {i: _event_id(run_id, action, i, int(expected[i])) for i in live}
     store.record_audit(
         [
-            {"event_id": event_ids[i], "memory_id": i, "agent_id": pre[i]["agent_id"], "action": action,
-             "before": pre[i]}
+            {
+                "event_id": event_ids[i],
+                "memory_id": i,
+                "agent_id": pre[i]["agent_id"],
+                "action": action,
+                "before": pre[i],
+            }
             for i in live
         ],
         actor=actor,

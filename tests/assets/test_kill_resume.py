@@ -181,13 +181,22 @@ def test_prune_audit_is_written_ahead_once_per_run(store: MemoryStore) -> None:
     a = store.remember(AGENT, "User once asked about Perl regex syntax.").memory
     b = store.remember(AGENT, "User tried the Atom editor in 2021.").memory
     store.record_audit(  # what a killed attempt left: the write-ahead event, the row still there
-        [{"event_id": _ahead(a["id"], a["version"]), "memory_id": a["id"], "agent_id": AGENT, "action": "prune",
-          "before": a}],
-        actor="ltm_decay", run_id="run-1",
+        [
+            {
+                "event_id": _ahead(a["id"], a["version"]),
+                "memory_id": a["id"],
+                "agent_id": AGENT,
+                "action": "prune",
+                "before": a,
+            }
+        ],
+        actor="ltm_decay",
+        run_id="run-1",
     )
     store.update(b["id"], expected_version=b["version"], pinned=True)
-    result = store.cas_delete({a["id"]: a["version"], b["id"]: b["version"]}, actor="ltm_decay", action="prune",
-                              run_id="run-1")
+    result = store.cas_delete(
+        {a["id"]: a["version"], b["id"]: b["version"]}, actor="ltm_decay", action="prune", run_id="run-1"
+    )
     assert result.applied == (a["id"],) and result.skipped_concurrent_edit == (b["id"],)
     assert prune_events(store) == {a["id"]: 1}
     assert store.restore(a["id"])["id"] == a["id"]

@@ -74,13 +74,16 @@ def graph_indices(ids: pa.Array | pa.ChunkedArray, graph: Any) -> tuple[np.ndarr
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
-    src = pc.index_in(table["src_id"].cast(pa.string()), value_set=ids)
-    dst = pc.index_in(table["dst_id"].cast(pa.string()), value_set=ids)
-    keep = pc.and_(pc.is_valid(src), pc.is_valid(dst))
-    i = pc.filter(src, keep).to_numpy(zero_copy_only=False).astype(np.int64)
-    j = pc.filter(dst, keep).to_numpy(zero_copy_only=False).astype(np.int64)
-    s = pc.filter(table["score"], keep).to_numpy(zero_copy_only=False).astype(np.float64)
-    return i, j, s
+    m = table.num_rows
+    # one lookup over both ends: the hash table of ``ids`` is built once
+    ends = pa.chunked_array(
+        table["src_id"].cast(pa.string()).chunks + table["dst_id"].cast(pa.string()).chunks, type=pa.string()
+    )
+    pos = pc.fill_null(pc.index_in(ends, value_set=ids), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    i, j = pos[:m], pos[m:]
+    keep = (i >= 0) & (j >= 0)
+    s = table["score"].to_numpy().astype(np.float64)
+    return i[keep], j[keep], s[keep]
 
 
 def competition(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from engram_pipeline.model import Memory, rows_to_table, utcnow
+from engram_pipeline.model import Memory, utcnow
 from engram_pipeline.store.sql import in_list
 
 if TYPE_CHECKING:
@@ -118,11 +118,16 @@ def _attempt(
     now = utcnow()
     schema = store.memory_schema
     fields = [schema.field(n) for n in (*_FIXED, *columns)]
-    rows = [
-        {**c, "version": int(c["version"]) + 1, "updated_at": c.get("updated_at", now), "write_token": token}
-        for c in changes
-    ]
-    source = rows_to_table(rows, pa.schema(fields))
+    # Built column by column (not row dicts through ``from_pylist``): a decay batch is tens of thousands of rows.
+    values: dict[str, list[Any]] = {
+        "id": ids,
+        "version": [int(c["version"]) + 1 for c in changes],
+        "updated_at": [c.get("updated_at", now) for c in changes],
+        "write_token": [token] * len(changes),
+    }
+    for name in columns:
+        values[name] = [c.get(name) for c in changes]
+    source = pa.Table.from_arrays([pa.array(values[f.name], type=f.type) for f in fields], schema=pa.schema(fields))
     result = _with_retry(
         lambda: (
             store.memories.merge_insert("id")

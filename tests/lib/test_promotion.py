@@ -3,9 +3,14 @@ idempotence, and a row promoted by someone else in between."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
@@ -114,3 +119,26 @@ def test_row_promoted_meanwhile_counts_as_skipped(store_uri: str, settings: Sett
     report = promote_stm(store, "a", now=NOW)
     assert (report.promoted, report.skipped, report.skipped_concurrent_edit) == (0, 1, 0)
     assert store.get(row["id"], track_access=False)["tier"] == "ltm"
+
+
+stm_rows = st.lists(
+    st.tuples(st.integers(0, 8), st.floats(0.1, 60), st.booleans(), st.sampled_from(["We decided", "note", "bug"])),
+    min_size=1,
+    max_size=6,
+)
+
+
+@hsettings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=stm_rows, quota=st.integers(0, 3))
+def test_property_second_pass_changes_nothing(settings: Settings, rows: list[Any], quota: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore.open(tmp, settings=settings.replace(ltm_quota=quota))
+        for i, (access, hours, pinned, cue) in enumerate(rows):
+            add(store, f"{cue} item {i} of batch {i * 13}", access=access, hours=hours, pinned=pinned)
+        promote_stm(store, "a", now=NOW)
+        snapshot = {r["id"]: r for r in store.list_memories("a")}
+        version = store.memories.version
+        again = promote_stm(store, "a", now=NOW)
+        assert (again.promoted, again.expired, again.skipped_concurrent_edit) == (0, 0, 0)
+        assert store.memories.version == version
+        assert {r["id"]: r for r in store.list_memories("a")} == snapshot

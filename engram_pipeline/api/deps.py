@@ -13,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import LOCAL_CALLER, Caller, KeyRing, is_loopback
-from engram_pipeline.api.models import ID_PATTERN, MAX_ID_CHARS
+from engram_pipeline.api.models import ID_PATTERN, MAX_ID_CHARS, RecallRequest, RememberRequest
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryNotFound, MemoryStore
@@ -84,6 +84,22 @@ def get_admin(caller: CallerDep) -> Caller:
 
 
 AdminDep = Annotated[Caller, Depends(get_admin)]
+
+
+def get_remember_body(body: RememberRequest, caller: CallerDep) -> RememberRequest:
+    """A remember request for an agent the caller may write to (else 403)."""
+    authorize(caller, body.agent_id)
+    return body
+
+
+def get_recall_body(body: RecallRequest, caller: CallerDep) -> RecallRequest:
+    """A recall request for an agent the caller may read (else 403)."""
+    authorize(caller, body.agent_id)
+    return body
+
+
+RememberBody = Annotated[RememberRequest, Depends(get_remember_body)]
+RecallBody = Annotated[RecallRequest, Depends(get_recall_body)]
 
 MemoryIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 AgentIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]

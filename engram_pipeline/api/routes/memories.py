@@ -6,14 +6,20 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from engram_pipeline.api.deps import CallerDep, MemoryDep, RestorableDep, StateDep, StoreDep, authorize
+from engram_pipeline.api.deps import (
+    CallerDep,
+    MemoryDep,
+    RecallBody,
+    RememberBody,
+    RestorableDep,
+    StateDep,
+    StoreDep,
+)
 from engram_pipeline.api.models import (
     ErrorOut,
     MemoryOut,
     RecallHitOut,
-    RecallRequest,
     RecallResponse,
-    RememberRequest,
     RememberResponse,
     UpdateRequest,
 )
@@ -38,13 +44,12 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
     status_code=201,
     responses={**AUTH_ERRORS, 200: {"model": RememberResponse, "description": "an existing memory matched"}},
 )
-def remember(body: RememberRequest, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
+def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
     """Store a memory with write-time dedup and contradiction handling.
 
     201 with outcome ``created`` (and any contradictions found); 200 with ``exact_duplicate`` or
     ``semantic_duplicate`` when an existing memory absorbed the write.
     """
-    authorize(caller, body.agent_id)
     fields = body.model_dump(exclude={"agent_id", "content"})
     result = store.remember(body.agent_id, body.content, actor=caller.actor, **fields)
     if result.outcome != "created":
@@ -58,9 +63,8 @@ def remember(body: RememberRequest, store: StoreDep, caller: CallerDep, response
 
 
 @router.post("/recall", response_model=RecallResponse, responses=AUTH_ERRORS)
-def recall(body: RecallRequest, state: StateDep, caller: CallerDep) -> RecallResponse:
+def recall(body: RecallBody, state: StateDep) -> RecallResponse:
     """The ``k`` best memories of an agent for a query text or a vector, with their scores."""
-    authorize(caller, body.agent_id)
     options = body.model_dump(exclude={"agent_id", "query"})
     hits = state.store.recall(body.agent_id, body.query, track_access=False, **options)
     state.access.record(h.memory for h in hits)

@@ -13,7 +13,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dagster import MaterializeResult, MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import (
+    AssetExecutionContext,
+    DagsterError,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
 
 # Lists longer than this are cut in the metadata (the UI is for reading, the store keeps everything).
 MAX_LISTED = 50
@@ -23,6 +31,15 @@ def run_pass(title: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> M
     """Call ``fn(*args, **kwargs)`` (a library pass) and report what it did."""
     report, seconds = timed(fn, *args, **kwargs)
     return MaterializeResult(metadata=report_metadata(title, report, duration_s=seconds))
+
+
+def run_id_of(context: AssetExecutionContext) -> str | None:
+    """The Dagster run's id, which the pass records in its cursor and audit rows (so an audit event leads back
+    to its run in the UI); None when the asset is called directly, outside a run (the library makes one)."""
+    try:
+        return context.run.run_id
+    except DagsterError:  # DagsterInvalidPropertyError: no run when invoked directly
+        return None
 
 
 def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:

@@ -33,7 +33,7 @@ VERSIONS = "versions_never_go_backwards"
 # Which invariants each pass could break, so which checks run after it.
 GUARDS: list[tuple[AssetsDefinition, tuple[str, ...]]] = [
     (stm_promotion, (HIDDEN, VERSIONS)),
-    (importance_decay, (HIDDEN, VERSIONS)),
+    (importance_decay, (HIDDEN, SUPERSEDED, VERSIONS)),  # pruning a canonical would strand its duplicates
     (confidence_decay, (HIDDEN, VERSIONS)),
     (contradictions, (CONTRADICTED, SUPERSEDED, VERSIONS)),
     (corpus_merge_apply, (SUPERSEDED, HIDDEN, VERSIONS)),

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from dagster import AssetExecutionContext, Config, MaterializeResult, Output, asset
 from pydantic import Field
 
-from assets._report import report_metadata, run_pass, timed
+from assets._report import report_metadata, run_id_of, run_pass, timed
 from assets.maintenance_assets import confidence_decay
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
@@ -52,7 +52,7 @@ def beliefs(context: AssetExecutionContext, engram: EngramStore, episode_cluster
     store, agent = engram.open(), context.partition_key
     # Run on its own (no clusters from this run), the stage clusters the recent episodes itself.
     clusters = episode_clusters or cluster_episodes(store, agent, scope="recent")
-    return run_pass("Beliefs", extract_beliefs, store, agent, clusters, run_id=context.run_id)
+    return run_pass("Beliefs", extract_beliefs, store, agent, clusters, run_id=run_id_of(context))
 
 
 @asset(partitions_def=agents, retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
@@ -61,14 +61,14 @@ def procedures(context: AssetExecutionContext, engram: EngramStore, episode_clus
     # Recent clusters narrow the search to patterns with a new episode; without them every episode counts.
     recent = episode_clusters if episode_clusters is not None and episode_clusters.scope == "recent" else None
     return run_pass(
-        "Procedures", detect_procedures, engram.open(), context.partition_key, recent, run_id=context.run_id
+        "Procedures", detect_procedures, engram.open(), context.partition_key, recent, run_id=run_id_of(context)
     )
 
 
 @asset(partitions_def=agents, deps=[beliefs], retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
 def schemas(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
     """Beliefs about one subject with enough attributes become a schema memory (stage 4)."""
-    return run_pass("Schemas", derive_schemas, engram.open(), context.partition_key, run_id=context.run_id)
+    return run_pass("Schemas", derive_schemas, engram.open(), context.partition_key, run_id=run_id_of(context))
 
 
 @asset(
@@ -80,4 +80,4 @@ def schemas(context: AssetExecutionContext, engram: EngramStore) -> MaterializeR
 )
 def archival(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
     """Memories whose confidence fell below the archive floor are archived, audited and restorable (stage 5)."""
-    return run_pass("Archival", archive_faded, engram.open(), context.partition_key, run_id=context.run_id)
+    return run_pass("Archival", archive_faded, engram.open(), context.partition_key, run_id=run_id_of(context))

@@ -9,7 +9,7 @@ from typing import Any
 from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, asset
 from pydantic import Field
 
-from assets._report import merge_review, report_metadata, run_pass, timed
+from assets._report import merge_review, report_metadata, run_id_of, run_pass, timed
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
@@ -33,7 +33,7 @@ def contradictions(context: AssetExecutionContext, engram: EngramStore, neighbou
         engram.open(),
         context.partition_key,
         graph=neighbour_graph,
-        run_id=context.run_id,
+        run_id=run_id_of(context),
     )
 
 
@@ -42,7 +42,7 @@ def corpus_merge_plan(context: AssetExecutionContext, engram: EngramStore, neigh
     """Dry run: the near-duplicate clusters to merge, stored as a plan for review. Memories are not touched."""
     store, agent = engram.open(), context.partition_key
     report, seconds = timed(
-        consolidate_corpus, store, agent, dry_run=True, graph=neighbour_graph, run_id=context.run_id
+        consolidate_corpus, store, agent, dry_run=True, graph=neighbour_graph, run_id=run_id_of(context)
     )
     meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=("per_cluster",))
     return MaterializeResult(metadata={**meta, **merge_review(report)})
@@ -55,7 +55,7 @@ def corpus_merge_apply(
     """Apply exactly one reviewed plan; members changed since the review are skipped and reported."""
     store, agent = engram.open(), context.partition_key
     try:
-        report, seconds = timed(apply_corpus_merge, store, agent, config.plan_id, run_id=context.run_id)
+        report, seconds = timed(apply_corpus_merge, store, agent, config.plan_id, run_id=run_id_of(context))
     except (LookupError, ValueError) as exc:  # an unknown plan id, or another agent's: retrying cannot help
         raise Failure(description=str(exc), allow_retries=False) from exc
     meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster",))

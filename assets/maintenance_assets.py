@@ -4,7 +4,7 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
-from assets._report import run_pass
+from assets._report import run_id_of, run_pass
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.confidence import decay_confidence
@@ -17,13 +17,15 @@ GROUP = "maintenance"
 @asset(partitions_def=agents, retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
 def stm_promotion(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
     """Short-term memories that earned it (accesses, importance) move to long-term memory; expired ones go."""
-    return run_pass("STM promotion", promote_stm, engram.open(), context.partition_key, run_id=context.run_id)
+    return run_pass("STM promotion", promote_stm, engram.open(), context.partition_key, run_id=run_id_of(context))
 
 
 @asset(partitions_def=agents, deps=[stm_promotion], retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
 def importance_decay(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
     """Re-score every memory; faded ones turn stale, forgotten ones are pruned (audited, restorable)."""
-    return run_pass("Importance decay", decay_importance, engram.open(), context.partition_key, run_id=context.run_id)
+    return run_pass(
+        "Importance decay", decay_importance, engram.open(), context.partition_key, run_id=run_id_of(context)
+    )
 
 
 @asset(partitions_def=agents, retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb", "numpy"})
@@ -35,7 +37,7 @@ def confidence_decay(context: AssetExecutionContext, engram: EngramStore, neighb
         engram.open(),
         context.partition_key,
         graph=neighbour_graph,
-        run_id=context.run_id,
+        run_id=run_id_of(context),
     )
 
 

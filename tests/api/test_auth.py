@@ -71,3 +71,17 @@ def test_no_keys_serves_loopback_only(store: MemoryStore) -> None:
         r = remote.post("/v1/memories", json={**body, "content": "remote write"})
         assert r.status_code == 401 and "loopback" in r.json()["detail"]
     assert store.memories.count_rows() == 1
+
+
+@pytest.mark.integration
+def test_server_refuses_public_bind_without_keys(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "ENGRAM_DB_URI": str(tmp_path / "db"), "ENGRAM_API_KEYS": ""}
+    env.pop("ENGRAM_API_KEYS_FILE", None)
+    cmd = [sys.executable, "-m", "engram_pipeline.api", "--host", "0.0.0.0", "--port", "1"]
+    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "refusing to bind to 0.0.0.0" in done.stderr and "ENGRAM_API_KEYS" in done.stderr

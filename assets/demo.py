@@ -1,0 +1,189 @@
+"""``make demo``: the sample corpus through the whole pipeline, run by Dagster on a persistent local instance.
+
+1. Loads the bundled four-agent sample corpus into the store (``ENGRAM_HOME``, default ``./.engram``) for the
+   agents that are not there yet; a second run reuses the store as it is.
+2. Opens the Dagster instance in ``DAGSTER_HOME`` (default ``<ENGRAM_HOME>/dagster``, with the project's
+   ``dagster.yaml``) and registers one ``agents`` partition per agent.
+3. Runs every per-agent pass as one run per agent (the lineage order of the code location), then store
+   maintenance. The runs are recorded in the instance, so ``make ui`` shows them, their metadata and the
+   merge plans waiting for review.
+4. Prints what each pass did per agent and the health score.
+
+The corpus merge is review-gated: the demo plans it (dry run) and leaves applying to the reviewer
+(``corpus_merge_apply_job`` in the UI), unless ``--apply-merges`` is given.
+
+    python -m assets.demo [--agents a,b] [--apply-merges]
+
+The CLI's ``engram demo`` calls :func:`main`; this module lives in ``assets`` because it drives Dagster, which
+the library never imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# A materialization's metadata entries that are not a count of what the pass did.
+NOT_COUNTS = {"duration_s", "floor", "mean_score"}
+PIPELINE_JOB = "full_pipeline_job"  # every per-agent pass but the merge apply, in lineage order
+APPLY_JOB = "corpus_merge_apply_job"
+MAINTENANCE_JOB = "maintenance_job"
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    """What one agent's pipeline run did: per asset, its numeric metadata."""
+
+    agent_id: str
+    run_id: str
+    success: bool
+    seconds: float
+    passes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+def prepare_environment(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Default ``ENGRAM_HOME`` and ``DAGSTER_HOME`` (absolute, so every Dagster process agrees) and give the
+    instance the project's ``dagster.yaml``. Returns the variables it set."""
+    env = os.environ if env is None else env
+    home = Path(env.get("ENGRAM_HOME") or ".engram").resolve()
+    dagster_home = Path(env.get("DAGSTER_HOME") or home / "dagster").resolve()
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = PROJECT_ROOT / "dagster.yaml"
+    if config.is_file() and not (dagster_home / "dagster.yaml").exists():
+        shutil.copyfile(config, dagster_home / "dagster.yaml")
+    values = {"ENGRAM_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
+    env.update(values)
+    return values
+
+
+def load_sample(store: Any, agents: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> list[str]:
+    """Import the sample corpus for the sample agents (or ``agents``) that have no memories yet.
+
+    Agents already in the store are left alone: re-importing would bring back rows a pass pruned.
+    """
+    from engram_pipeline.importer import import_jsonl
+    from engram_pipeline.sample import AGENTS, load_sample_corpus
+
+    wanted = list(agents or AGENTS)
+    present = set(store.agents())
+    missing = [a for a in wanted if a not in present]
+    if missing:
+        lines = [line for line in load_sample_corpus() if line["agent_id"] in set(missing)]
+        start = time.perf_counter()
+        report = import_jsonl(store, lines)
+        print(
+            f"loaded the sample corpus for {', '.join(missing)}: {report.created} memories "
+            f"({store.embedder.name} embedder, {time.perf_counter() - start:.1f} s)",
+            file=out,
+        )
+    if present & set(wanted):
+        print(f"reusing the store for {', '.join(sorted(present & set(wanted)))}", file=out)
+    return wanted
+
+
+def run_partition(
+    job: Any, instance: Any, agent: str | None, run_config: Mapping[str, Any] | None = None
+) -> AgentSummary:
+    """One run of ``job`` for one agent partition (or unpartitioned), recorded in ``instance``."""
+    start = time.perf_counter()
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=agent,
+        run_config={**QUIET, **(run_config or {})},
+        tags={"engram/launched_by": "demo"},
+        raise_on_error=False,
+    )
+    passes: dict[str, dict[str, float]] = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        passes[materialization.asset_key.to_user_string()] = {
+            name: value.value
+            for name, value in materialization.metadata.items()
+            if isinstance(value.value, int | float) and not isinstance(value.value, bool) and name not in NOT_COUNTS
+        }
+    return AgentSummary(agent or job.name, result.run_id, result.success, time.perf_counter() - start, passes)
+
+
+def print_summary(summary: AgentSummary, *, out: TextIO = sys.stdout) -> None:
+    state = "ok" if summary.success else "FAILED (see the run in the UI)"
+    print(f"\n[{summary.agent_id}] run {summary.run_id[:8]}: {state}, {summary.seconds:.1f} s", file=out)
+    for name, counts in summary.passes.items():
+        shown = " ".join(f"{k}={_fmt(v)}" for k, v in counts.items() if k != "skipped_concurrent_edit" or v)
+        print(f"  {name:<20} {shown}", file=out)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
+    parser = argparse.ArgumentParser(prog="python -m assets.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", help="comma-separated sample agents (default: all four)")
+    parser.add_argument("--apply-merges", action="store_true", help="also apply each agent's latest merge plan")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    env = prepare_environment()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    # Imported once the environment is set: the code location binds its resources from it.
+    from dagster import DagsterInstance
+
+    from assets.definitions import defs
+    from assets.partitions import AGENTS
+    from engram_pipeline.settings import Settings
+    from engram_pipeline.store import MemoryStore
+
+    settings = Settings.from_env()
+    store = MemoryStore.open(settings=settings)
+    print(f"store: {store.uri} ({store.embedder.name}); Dagster instance: {env['DAGSTER_HOME']}", file=out)
+    agents = load_sample(store, [a for a in (args.agents or "").split(",") if a] or None, out=out)
+    ok = True
+    with DagsterInstance.get() as instance:
+        new = [a for a in agents if not instance.has_dynamic_partition(AGENTS, a)]
+        if new:
+            instance.add_dynamic_partitions(AGENTS, new)
+        pipeline = defs.resolve_job_def(PIPELINE_JOB)
+        print(
+            f"partitions: {len(agents)} agents ({len(new)} new); {PIPELINE_JOB}: "
+            f"{len(pipeline.asset_layer.executable_asset_keys)} passes per agent",
+            file=out,
+        )
+        for agent in agents:
+            summaries = [run_partition(pipeline, instance, agent)]
+            if args.apply_merges:
+                summaries.append(run_partition(defs.resolve_job_def(APPLY_JOB), instance, agent))
+            for summary in summaries:
+                ok &= summary.success
+                print_summary(summary, out=out)
+        summary = run_partition(defs.resolve_job_def(MAINTENANCE_JOB), instance, None)
+        ok &= summary.success
+        print_summary(summary, out=out)
+    _print_review_hint(store, agents, applied=args.apply_merges, out=out)
+    print(f"\ndemo finished in {time.perf_counter() - started:.1f} s; `make ui` shows the runs", file=out)
+    return 0 if ok else 1
+
+
+def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out: TextIO) -> None:
+    if applied:
+        return
+    pending = [(a, p) for a in agents if (p := store.latest_plan(a)) and p["status"] == "pending"]
+    if pending:
+        print(
+            "\nmerge plans waiting for review (asset corpus_merge_plan; apply with corpus_merge_apply_job):", file=out
+        )
+        for agent, plan in pending:
+            clusters = len(plan["body"].get("clusters", []))
+            print(f"  {agent:<20} {plan['plan_id']}  {clusters} clusters", file=out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

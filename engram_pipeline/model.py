@@ -13,6 +13,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
@@ -144,8 +145,20 @@ def dumps_metadata(meta: dict[str, Any]) -> str:
 
 
 def rows_to_table(rows: list[Memory], schema: pa.Schema) -> pa.Table:
-    """Rows (dicts) to a table in ``schema``'s column order; missing columns become null."""
-    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    """Rows (dicts) to a table in ``schema``'s column order; missing columns become null.
+
+    Built column by column; a fully populated vector column goes through one numpy matrix instead of
+    per-float Python objects (it dominated bulk imports).
+    """
+    arrays = []
+    for f in schema:
+        values = [r.get(f.name) for r in rows]
+        if pa.types.is_fixed_size_list(f.type) and values and all(v is not None for v in values):
+            flat = np.asarray(values, dtype=np.float32).reshape(-1)
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), f.type.list_size))
+        else:
+            arrays.append(pa.array(values, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def row_to_json(row: Memory, schema: pa.Schema) -> str:

@@ -113,3 +113,11 @@ def test_instance_and_workspace_files() -> None:
     assert instance["telemetry"] == {"enabled": False}
     workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
     assert workspace["load_from"][0]["python_module"]["module_name"] == "assets.definitions"
+
+
+def test_every_pass_retries() -> None:
+    for job_name in ("full_pipeline_job", "corpus_merge_apply_job", "maintenance_job"):
+        for name, node in defs.resolve_job_def(job_name).graph.node_dict.items():
+            if name in PER_AGENT or name == "store_maintenance":
+                policy = node.definition.retry_policy
+                assert policy is not None and policy.max_retries >= 2, name

@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
         pipeline = defs.resolve_job_def(PIPELINE_JOB)
         print(
             f"partitions: {len(agents)} agents ({len(new)} new); {PIPELINE_JOB}: "
-            f"{len(pipeline.asset_layer.executable_asset_keys)} passes per agent",
+            f"{len(list(pipeline.asset_layer.executable_asset_keys))} passes per agent",
             file=out,
         )
         for agent in agents:

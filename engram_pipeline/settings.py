@@ -72,7 +72,8 @@ class Settings:
     merge_threshold: float = _env("MEMORY_CONSOLIDATION_MERGE_THRESHOLD", 0.85, unit=True)
     merge_interval_ms: int = _env("MEMORY_CONSOLIDATION_INTERVAL_MS", 0, interval=True)
     # confidence, five-stage consolidation, archival
-    confidence_decay_rate: float = _env("ENGRAM_CONFIDENCE_DECAY_RATE", 0.01, unit=True)  # per day
+    # Per day: an unreinforced agent fact (0.72) with no competitors reaches the 0.40 archive floor in ~4 months.
+    confidence_decay_rate: float = _env("ENGRAM_CONFIDENCE_DECAY_RATE", 0.005, unit=True)
     competition_min_similarity: float = _env("ENGRAM_COMPETITION_MIN_SIMILARITY", 0.6, unit=True)
     archive_confidence: float = _env("ENGRAM_ARCHIVE_CONFIDENCE", 0.40, unit=True)
     consolidation_interval_ms: int = _env("ENGRAM_CONSOLIDATION_INTERVAL_MS", 21_600_000, interval=True)

@@ -16,7 +16,7 @@ from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.lifecycle.beliefs import extract_beliefs
-from engram_pipeline.lifecycle.episodes import cluster_episodes
+from engram_pipeline.lifecycle.episodes import cluster_episodes, record_watermark
 from engram_pipeline.lifecycle.procedures import detect_procedures
 from engram_pipeline.lifecycle.schemas import derive_schemas
 
@@ -78,6 +78,10 @@ def schemas(context: AssetExecutionContext, engram: EngramStore) -> MaterializeR
     group_name=GROUP,
     kinds={"lancedb"},
 )
-def archival(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
+def archival(context: AssetExecutionContext, engram: EngramStore, episode_clusters: Any) -> MaterializeResult:
     """Memories whose confidence fell below the archive floor are archived, audited and restorable (stage 5)."""
-    return run_pass("Archival", archive_faded, engram.open(), context.partition_key, run_id=run_id_of(context))
+    store = engram.open()
+    result = run_pass("Archival", archive_faded, store, context.partition_key, run_id=run_id_of(context))
+    if episode_clusters is not None:  # this run consumed the recent episodes: the next one starts after them
+        record_watermark(store, context.partition_key, episode_clusters)
+    return result

@@ -55,6 +55,22 @@ def last_watermark(store: MemoryStore, agent_id: str) -> str | None:
     return saved.get("watermark") if saved.get("done") else saved.get("since")
 
 
+def record_watermark(store: MemoryStore, agent_id: str, clusters: EpisodeClusters) -> None:
+    """Mark the stages that consumed ``clusters`` as finished, so the next ``recent`` run starts after them.
+
+    :func:`~engram_pipeline.lifecycle.consolidation.consolidate` does this itself; an orchestrator that runs
+    the stages one by one (one Dagster asset per stage) calls it once the last stage succeeded.
+    """
+    if clusters.scope != "recent":
+        return
+    saved = store.get_cursor(CONSOLIDATE_PASS, agent_id) or {}
+    if saved and not saved.get("done"):
+        return  # a consolidate() run is in flight; it records its own watermark
+    store.set_cursor(
+        CONSOLIDATE_PASS, agent_id, {**saved, "done": True, "watermark": clusters.watermark, "scope": clusters.scope}
+    )
+
+
 def cluster_episodes(
     store: MemoryStore,
     agent_id: str,

@@ -33,8 +33,13 @@ VISIBLE_SQL = "status NOT IN ('superseded', 'archived') AND superseded_by IS NUL
 
 
 def graph_floor(settings: Settings) -> float:
-    """The lowest band any pass over the graph needs: contradiction candidates, merge band, competition."""
-    return min(settings.contradiction_threshold, settings.merge_threshold, settings.competition_min_similarity)
+    """The lowest band any pass over the graph needs: contradictions, merge band, competition, episode clusters."""
+    return min(
+        settings.contradiction_threshold,
+        settings.merge_threshold,
+        settings.competition_min_similarity,
+        settings.episode_cluster_similarity,
+    )
 
 
 def agent_graph(

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--log-level", default="warning")
-    parser.add_argument("--access-interval-ms", type=float, default=50.0, help="access bookkeeping flush (0: inline)")
+    parser.add_argument("--access-interval-ms", type=float, default=1000.0, help="access bookkeeping flush (0: inline)")
     parser.add_argument("--mcp-agent", default=None, help="serve MCP over stdio for this agent instead of HTTP")
     args = parser.parse_args(argv)
     try:

@@ -2,11 +2,16 @@
 
 Recall and get record each access (``access_count`` + 1, ``last_accessed_at``). Done inline that is one
 LanceDB ``update`` commit per request: it adds latency to every recall and a table version per read. The
-recorder instead collects ``(id, version) -> count`` in memory and flushes every ``interval_s`` in one commit
+recorder instead collects ``(id, version) -> count`` in memory and flushes every ``interval_s`` (1 s in the
+server) in one commit
 per distinct count (almost always one), through :meth:`MemoryStore.record_access`: still version-checked
 (a row edited since it was read is left alone, exactly as inline bookkeeping would leave it) and never
 bumping ``version``. A flush that fails is logged and dropped, like an inline update racing an edit; access
 counts are a ranking signal, not a ledger.
+
+Every commit also leaves a small fragment that recall scans outside the vector index until maintenance
+compacts it; at 100k rows, 50 ms flushes under steady recall load fragmented the table noticeably more than
+1 s flushes (``bench/bench_recall_latency.py``).
 
 ``interval_s=0`` records synchronously (used by tests that read counts right after a request).
 """
@@ -30,7 +35,7 @@ CHUNK = 500
 
 
 class AccessRecorder:
-    def __init__(self, store: MemoryStore, *, interval_s: float = 0.05) -> None:
+    def __init__(self, store: MemoryStore, *, interval_s: float = 1.0) -> None:
         self.store = store
         self.interval_s = interval_s
         self._pending: Counter[tuple[str, int]] = Counter()

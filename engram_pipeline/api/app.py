@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def create_app(
-    store: MemoryStore | None = None, settings: Settings | None = None, *, access_interval_s: float = 0.05
+    store: MemoryStore | None = None, settings: Settings | None = None, *, access_interval_s: float = 1.0
 ) -> FastAPI:
     """The FastAPI app over ``store`` (opened from ``settings`` at startup when not given).
 
@@ -122,7 +122,7 @@ def app_from_env() -> FastAPI:
 
 
 def serve(
-    host: str, port: int, settings: Settings, *, log_level: str = "info", access_interval_s: float = 0.05
+    host: str, port: int, settings: Settings, *, log_level: str = "info", access_interval_s: float = 1.0
 ) -> None:
     """Serve the API with uvicorn (blocking). Refuses a non-loopback ``host`` when no API keys are set.
 

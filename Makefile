@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: install
-	$(VENV)/bin/engram demo
+	$(PY) -m assets.demo
 
 test: install
 	$(PY) -m pytest -q

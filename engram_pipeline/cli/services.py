@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -27,12 +28,29 @@ def mcp(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent", help="
     library("engram_pipeline.api", "run_mcp")(agent, state(ctx).settings)
 
 
-def demo(ctx: typer.Context) -> None:
-    """Import the bundled sample corpus (four agents) into the store and print a recall per agent."""
-    from engram_pipeline.sample import run_demo
+def demo(
+    ctx: typer.Context,
+    import_only: Annotated[
+        bool, typer.Option("--import-only", help="only import the sample corpus and print a recall per agent")
+    ] = False,
+    apply_merges: Annotated[bool, typer.Option("--apply-merges", help="also apply each agent's merge plan")] = False,
+) -> None:
+    """Run the whole pipeline through Dagster on the bundled sample corpus (four agents), then summarise.
 
+    The Dagster side lives in the ``assets`` code location (``python -m assets.demo``), started as a child
+    process so that the library never imports Dagster.
+    """
     st = state(ctx)
-    run_demo(st.settings, st.settings.resolved_db_uri)
+    if import_only:
+        from engram_pipeline.sample import run_demo
+
+        run_demo(st.settings, st.settings.resolved_db_uri)
+        return
+    env = dict(os.environ)
+    if st.db:
+        env["ENGRAM_DB_URI"] = st.db
+    args = [sys.executable, "-m", "assets.demo", *(["--apply-merges"] if apply_merges else [])]
+    raise typer.Exit(subprocess.call(args, env=env))
 
 
 def ui(

@@ -82,8 +82,8 @@ def test_consolidate_rejects_an_unknown_scope(cli) -> None:  # type: ignore[no-u
 
 
 def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ignore[no-untyped-def]
-    result = cli("demo")
+    result = cli("demo", "--import-only")
     assert result.exit_code == 0, result.output
     for agent in ("coding-assistant", "travel-assistant", "support-bot", "research-agent"):
         assert f"[{agent}] recall" in result.stdout
-    assert "already there" in cli("demo").stdout
+    assert "already there" in cli("demo", "--import-only").stdout

@@ -66,7 +66,8 @@ def cas_write(
     """
     if not changes:
         return CasResult((), ())
-    applied, misses, pre, commits = _attempt(store, list(changes), audit)
+    audit_as = (actor, action, run_id) if audit else None
+    applied, misses, pre, commits = _attempt(store, list(changes), audit_as)
     unchanged: list[str] = []
     skipped: list[str] = []
     if misses and recompute is not None:
@@ -77,34 +78,27 @@ def cas_write(
         gone = set(misses) - {r["id"] for r in fresh}
         skipped.extend(sorted(gone))
         if retry:
-            again, misses2, pre2, c2 = _attempt(store, retry, audit)
+            again, misses2, pre2, c2 = _attempt(store, retry, audit_as)
             applied += again
             pre += pre2
             commits += c2
             skipped.extend(misses2)
     else:
         skipped.extend(misses)
-    if audit and applied:
-        store.record_audit(
-            [
-                {"memory_id": row["id"], "agent_id": row["agent_id"], "action": action, "before": row}
-                for row in pre
-            ],
-            actor=actor,
-            run_id=run_id,
-        )
     return CasResult(tuple(applied), tuple(skipped), tuple(unchanged), commits, tuple(pre))
 
 
 def _attempt(
-    store: MemoryStore, changes: list[Change], audit: bool
+    store: MemoryStore, changes: list[Change], audit: tuple[str, str, str | None] | None
 ) -> tuple[list[str], list[str], list[Memory], int]:
+    """One commit of ``changes``; ``audit`` = (actor, action, run_id) writes the pre-images ahead of it."""
     ids = [c["id"] for c in changes]
     if len(set(ids)) != len(ids):
         raise ValueError("a compare-and-set batch names the same memory twice")
     columns = sorted(set().union(*(c.keys() for c in changes)) - set(_FIXED))
     pre_by_id: dict[str, Memory] = {}
-    if audit:
+    event_ids: dict[str, str] = {}
+    if audit is not None:
         # A pre-image read at the expected version is exact: versions only grow, so if the commit below
         # applies, the row was still at this version, and thus had this content.
         pre_by_id = {r["id"]: r for r in store.get_many(ids)}
@@ -114,6 +108,24 @@ def _attempt(
             keep = [c for c in changes if c["id"] not in set(stale)]
             applied, misses, pre, commits = _attempt(store, keep, audit) if keep else ([], [], [], 0)
             return applied, misses + stale, pre, commits
+        # Write-ahead, as in cas_delete: a process killed between the two commits leaves an event, never a
+        # hidden row without its pre-image; events of rows the commit did not apply are dropped after it.
+        actor, action, run_id = audit
+        event_ids = {c["id"]: _event_id(run_id, action, c["id"], int(c["version"])) for c in changes}
+        store.record_audit(
+            [
+                {
+                    "event_id": event_ids[i],
+                    "memory_id": i,
+                    "agent_id": pre_by_id[i]["agent_id"],
+                    "action": action,
+                    "before": pre_by_id[i],
+                }
+                for i in ids
+            ],
+            actor=actor,
+            run_id=run_id,
+        )
     token = uuid.uuid4().hex
     now = utcnow()
     schema = store.memory_schema
@@ -143,7 +155,9 @@ def _attempt(
     applied = ids if all_applied else store.ids_written_at(result.version, ids, token)
     got = set(applied)
     misses = [i for i in ids if i not in got]
-    pre = [pre_by_id[i] for i in applied] if audit else []
+    pre = [pre_by_id[i] for i in applied] if audit is not None else []
+    if event_ids and misses:
+        store.drop_audit_events([event_ids[i] for i in misses])
     return applied, misses, pre, 1
 
 

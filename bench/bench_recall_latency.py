@@ -6,7 +6,8 @@ by writing Arrow batches straight into ``store.memories`` with hashing vectors, 
 
 Measured, each as p50 / p99 over ``--queries`` random (agent, query) pairs:
 
-* in process: ``store.recall`` without access bookkeeping, and with inline bookkeeping (one commit per recall);
+* in process: ``store.recall`` as the API calls it (no vectors returned) without access bookkeeping, and with
+  inline bookkeeping (one commit per recall);
 * HTTP: ``POST /v1/memories/recall`` over a keep-alive httpx client, against the server with deferred
   bookkeeping (its default: flushed every second in one commit) and with inline bookkeeping
   (``--access-interval-ms 0``); inline phases run last, as each of their commits leaves a fragment;
@@ -112,7 +113,7 @@ def in_process(store: MemoryStore, qs: list[tuple[str, str]], *, track_access: b
     out = []
     for agent, q in qs:
         t = time.perf_counter()
-        store.recall(agent, q, k=10, track_access=track_access)
+        store.recall(agent, q, k=10, track_access=track_access, with_vectors=False)  # as the API calls it
         out.append(time.perf_counter() - t)
     return out
 

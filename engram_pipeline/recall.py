@@ -92,8 +92,13 @@ def recall(
     min_confidence: float | None = None,
     track_access: bool = True,
     now: datetime | None = None,
+    with_vectors: bool = True,
 ) -> list[RecallHit]:
-    """The ``k`` best memories of ``agent_id`` for a ``query`` text or a ``vector`` (exactly one)."""
+    """The ``k`` best memories of ``agent_id`` for a ``query`` text or a ``vector`` (exactly one).
+
+    ``with_vectors=False`` leaves the ``vector`` column out of the returned rows (the API does not send
+    vectors; not reading and converting them saves a few milliseconds per recall).
+    """
     if not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InvalidInput(f"k must be an integer within 1..{MAX_K}; got {k!r}")
     if (query is None) == (vector is None):
@@ -112,14 +117,10 @@ def recall(
         now=now,
     )
     pool = max(4 * k, 40)
-    hits = (
-        store.memories.search(qvec)
-        .metric("cosine")
-        .where(where, prefilter=True)
-        .limit(pool)
-        .to_arrow()
-        .to_pylist()
-    )
+    search = store.memories.search(qvec).metric("cosine").where(where, prefilter=True).limit(pool)
+    if not with_vectors:
+        search = search.select([f.name for f in store.memory_schema if f.name != "vector"] + ["_distance"])
+    hits = search.to_arrow().to_pylist()
     if not hits:
         return []
     sim = 1.0 - np.array([h["_distance"] for h in hits], dtype=np.float64)

@@ -121,9 +121,7 @@ def app_from_env() -> FastAPI:
     return create_app(settings=Settings.from_env())
 
 
-def serve(
-    host: str, port: int, settings: Settings, *, log_level: str = "info", access_interval_s: float = 1.0
-) -> None:
+def serve(host: str, port: int, settings: Settings, *, log_level: str = "info", access_interval_s: float = 1.0) -> None:
     """Serve the API with uvicorn (blocking). Refuses a non-loopback ``host`` when no API keys are set.
 
     Raises ``SettingsError`` with a message for the user on a refused bind or a malformed key list.

@@ -109,6 +109,7 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
             include_archived=includeArchived,
             tiers=tiers,
             min_confidence=minConfidence,
+            with_vectors=False,
         )
         data = [{"memory": _memory(h.memory), "score": h.score, "similarity": h.similarity} for h in hits]
         return {"data": data, "count": len(data)}

@@ -66,7 +66,7 @@ def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: R
 def recall(body: RecallBody, state: StateDep) -> RecallResponse:
     """The ``k`` best memories of an agent for a query text or a vector, with their scores."""
     options = body.model_dump(exclude={"agent_id", "query"})
-    hits = state.store.recall(body.agent_id, body.query, track_access=False, **options)
+    hits = state.store.recall(body.agent_id, body.query, track_access=False, with_vectors=False, **options)
     state.access.record(h.memory for h in hits)
     data = [
         RecallHitOut(memory=MemoryOut.of(h.memory), score=h.score, similarity=h.similarity, recency=h.recency)

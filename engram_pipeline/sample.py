@@ -37,6 +37,12 @@ SEED = 20260101
 # (text, outcome), near-duplicate groups, stale notes, short-term notes, pinned rules, and a demo query.
 AGENTS: dict[str, dict[str, Any]] = {
     "coding-assistant": {
+        # Session notes that restate a claim: consolidation distils their majority into a belief.
+        "notes": [
+            "Reviewed the PR together; user prefers black for formatting.",
+            "Formatted the new module on request; the user prefers black for formatting.",
+            "Paired on the parser; user prefers black for formatting.",
+        ],
         "profile": [
             ["User's editor is Neovim.", "The user's editor is Neovim", "My editor is Neovim."],
             ["User lives in Berlin.", "The user lives in Berlin", "I live in Berlin."],
@@ -46,12 +52,24 @@ AGENTS: dict[str, dict[str, Any]] = {
         ],
         "episodes": [
             ("When the build fails with a lockfile error, run npm ci.", "success"),
-            ("Build failed with a lockfile error; ran npm ci and the build passed.", "success"),
-            ("The build broke on a lockfile mismatch, npm ci fixed it.", "success"),
+            (
+                "Build failed with a lockfile error; ran npm ci and the build passed.",
+                "success",
+                {"trigger": "the build fails with a lockfile error", "action": "run npm ci"},
+            ),
+            (
+                "The build broke on a lockfile mismatch, npm ci fixed it.",
+                "success",
+                {"trigger": "the build fails with a lockfile error", "action": "run npm ci"},
+            ),
             ("When the build failed with a lockfile error, running npm install did not fix it.", "failure"),
             ("When CI fails on a lockfile error, run npm ci to reinstall from the lockfile.", "success"),
             ("When tests time out in CI, rerun them with --runInBand.", "success"),
-            ("Tests timed out in CI; rerunning with --runInBand made them pass.", "success"),
+            (
+                "Tests timed out in CI; rerunning with --runInBand made them pass.",
+                "success",
+                {"trigger": "tests time out in CI", "action": "rerun them with --runInBand"},
+            ),
             ("When tests time out in CI, raising the timeout alone did not help.", "failure"),
             ("When mypy reports missing stubs, install the types- package.", "success"),
             ("mypy complained about missing stubs; installing types-requests fixed it.", "success"),
@@ -89,6 +107,12 @@ AGENTS: dict[str, dict[str, Any]] = {
         "query": "how do I fix a lockfile error in the build?",
     },
     "travel-assistant": {
+        # Session notes that restate a claim: consolidation distils their majority into a belief.
+        "notes": [
+            "Booked the Porto flight; user prefers aisle seats.",
+            "Changed the Madrid booking; the user prefers aisle seats.",
+            "Picked seats for the Rome trip; user prefers window seats.",
+        ],
         "profile": [
             ["User lives in Lisbon.", "The user lives in Lisbon", "I live in Lisbon."],
             ["User lives in Porto.", "The user now lives in Porto."],
@@ -99,10 +123,18 @@ AGENTS: dict[str, dict[str, Any]] = {
         ],
         "episodes": [
             ("When a flight is delayed more than 3 hours, file an EU261 compensation claim.", "success"),
-            ("Flight delayed 4 hours; filed an EU261 claim and got 400 euros.", "success"),
+            (
+                "Flight delayed 4 hours; filed an EU261 claim and got 400 euros.",
+                "success",
+                {"trigger": "a flight is delayed more than 3 hours", "action": "file an EU261 compensation claim"},
+            ),
             ("When the flight was delayed over 3 hours, the EU261 claim was rejected for weather.", "failure"),
             ("When a hotel is overbooked, ask for a room at a partner hotel.", "success"),
-            ("Hotel was overbooked; asking for a partner hotel got a free upgrade.", "success"),
+            (
+                "Hotel was overbooked; asking for a partner hotel got a free upgrade.",
+                "success",
+                {"trigger": "a hotel is overbooked", "action": "ask for a room at a partner hotel"},
+            ),
             ("When booking German trains, buy the Sparpreis fare early.", "success"),
             ("Bought the Sparpreis fare three weeks early and saved 60 percent.", "success"),
             ("When a connection is under 45 minutes, book a later flight.", "success"),
@@ -126,6 +158,12 @@ AGENTS: dict[str, dict[str, Any]] = {
         "query": "my flight was delayed, what should I do?",
     },
     "support-bot": {
+        # Session notes that restate a claim: consolidation distils their majority into a belief.
+        "notes": [
+            "Answered a billing question; customer prefers email support.",
+            "Closed the export ticket; the customer prefers email support.",
+            "Followed up on the refund; customer prefers email support.",
+        ],
         "profile": [
             ["Customer's plan is Pro.", "The customer's plan is Pro", "The customer is on the Pro plan."],
             ["Customer's plan is Enterprise.", "The customer's plan is Enterprise."],
@@ -135,13 +173,25 @@ AGENTS: dict[str, dict[str, Any]] = {
         ],
         "episodes": [
             ("When a customer reports a login loop, clear the session cookie.", "success"),
-            ("Customer was stuck in a login loop; clearing the session cookie fixed it.", "success"),
-            ("Login loop reported again; clearing the session cookie resolved it.", "success"),
+            (
+                "Customer was stuck in a login loop; clearing the session cookie fixed it.",
+                "success",
+                {"trigger": "a customer reports a login loop", "action": "clear the session cookie"},
+            ),
+            (
+                "Login loop reported again; clearing the session cookie resolved it.",
+                "success",
+                {"trigger": "a customer reports a login loop", "action": "clear the session cookie"},
+            ),
             ("When a customer reported a login loop, resetting the password did not help.", "failure"),
             ("When a refund request is older than 30 days, escalate it to billing.", "success"),
             ("Refund request was 45 days old; escalating to billing got it approved.", "success"),
             ("When the CSV export times out, suggest filtering by date range.", "success"),
-            ("CSV export timed out; filtering by date range made it finish.", "success"),
+            (
+                "CSV export timed out; filtering by date range made it finish.",
+                "success",
+                {"trigger": "the CSV export times out", "action": "suggest filtering by date range"},
+            ),
             ("When the CSV export timed out, retrying without a filter failed again.", "failure"),
         ],
         "near_duplicates": [
@@ -166,6 +216,12 @@ AGENTS: dict[str, dict[str, Any]] = {
         "query": "customer keeps getting logged out in a loop",
     },
     "research-agent": {
+        # Session notes that restate a claim: consolidation distils their majority into a belief.
+        "notes": [
+            "Summarised three papers; user prefers short summaries.",
+            "Wrote the weekly digest; the user prefers short summaries.",
+            "Drafted the related-work notes; user prefers detailed summaries.",
+        ],
         "profile": [
             ["User works at EMBL.", "The user works at EMBL", "I work at EMBL."],
             ["User lives in Heidelberg.", "The user lives in Heidelberg", "I live in Heidelberg."],
@@ -175,10 +231,18 @@ AGENTS: dict[str, dict[str, Any]] = {
         ],
         "episodes": [
             ("When a PubMed search returns too many results, add MeSH terms.", "success"),
-            ("PubMed returned 12000 hits; adding MeSH terms cut it to 300.", "success"),
+            (
+                "PubMed returned 12000 hits; adding MeSH terms cut it to 300.",
+                "success",
+                {"trigger": "a PubMed search returns too many results", "action": "add MeSH terms"},
+            ),
             ("When the PubMed search was too broad, adding more keywords did not help.", "failure"),
             ("When a PDF will not parse, run it through GROBID.", "success"),
-            ("A scanned PDF would not parse; GROBID extracted the references.", "success"),
+            (
+                "A scanned PDF would not parse; GROBID extracted the references.",
+                "success",
+                {"trigger": "a PDF will not parse", "action": "run it through GROBID"},
+            ),
             ("When a PDF would not parse, GROBID failed on the scanned images.", "failure"),
             ("When a dataset lacks a license, email the corresponding author.", "success"),
         ],
@@ -231,7 +295,8 @@ def _offset_rows() -> list[dict[str, Any]]:
                     access_count=rng.randint(1, 6),
                     last=rng.uniform(1, 30),
                 )
-        for text, outcome in spec["episodes"]:
+        # Episodes; a third element is the trigger and action the agent recorded with the episode.
+        for text, outcome, *recorded in spec["episodes"]:
             add(
                 text,
                 rng.uniform(2, 90),
@@ -242,6 +307,19 @@ def _offset_rows() -> list[dict[str, Any]]:
                 tags=["episode"],
                 access_count=rng.randint(0, 4),
                 last=rng.uniform(1, 20),
+                metadata=recorded[0] if recorded else None,
+            )
+        for text in spec["notes"]:
+            add(
+                text,
+                rng.uniform(1, 30),
+                kind="episodic",
+                outcome="success",
+                source="agent",
+                tier="ltm",
+                tags=["session"],
+                access_count=rng.randint(0, 3),
+                last=rng.uniform(0.5, 10),
             )
         for group in spec["near_duplicates"]:
             for text in group:

@@ -35,9 +35,14 @@ def test_neighbour_graph_returns_the_pairs(engram: EngramStore, instance: Dagste
     assert out.metadata["pairs"].value == out.value.num_rows > 0
 
 
-@pytest.mark.parametrize("asset", [stm_promotion, importance_decay, schemas, archival])
-def test_pass_reports_counts_cursor_and_duration(asset: Any, engram: EngramStore, instance: DagsterInstance) -> None:
-    result = asset(context(engram, instance))
+@pytest.mark.parametrize(
+    "asset, inputs",
+    [(stm_promotion, {}), (importance_decay, {}), (schemas, {}), (archival, {"episode_clusters": None})],
+)
+def test_pass_reports_counts_cursor_and_duration(
+    asset: Any, inputs: dict[str, Any], engram: EngramStore, instance: DagsterInstance
+) -> None:
+    result = asset(context(engram, instance), **inputs)
     assert isinstance(result, MaterializeResult)
     meta = result.metadata or {}
     assert {"duration_s", "summary"} <= set(meta)

@@ -48,6 +48,10 @@ def test_whole_pipeline_materializes_with_reports_and_passing_checks(
     graph_events = [e for e in result.all_events if e.is_step_success and e.step_key == "neighbour_graph"]
     assert len(graph_events) == 1
     assert all(r.passed for r in check_all(seeded, "coding-assistant"))
+    # The stages consumed the recent episodes: the next scheduled consolidation starts after this run.
+    from engram_pipeline.lifecycle.episodes import last_watermark
+
+    assert last_watermark(seeded, "coding-assistant") is not None
 
 
 def test_materialize_a_pass_on_its_own(resources: dict[str, Any], instance: DagsterInstance) -> None:

@@ -1,0 +1,73 @@
+"""Run every benchmark, each as its own process, and print their reports one after another.
+
+``python bench/run_all.py`` (what ``make bench`` runs) uses quick sizes that finish in minutes on 2 cores;
+``--full`` uses the sizes the issues name (200k-vector graph, 1M-row decays, 100k recall latency, 20-agent
+backfill), which take the better part of an hour. ``--only NAME`` runs one (the script name without
+``bench_``). Every script prints ratios against a reference it measures in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# name -> (quick arguments, full arguments)
+BENCHES: dict[str, tuple[list[str], list[str]]] = {
+    "neighbour_graph": (["--n", "30000", "--repeats", "1"], ["--n", "200000", "--lance-index"]),
+    "decay": (["--rows", "100000", "--repeats", "1", "--ref-sample", "300"], ["--rows", "1000000"]),
+    "confidence_decay": (
+        ["--n", "200000", "--repeats", "1", "--store-rows", "20000"],
+        ["--n", "1000000", "--store-rows", "100000"],
+    ),
+    "store": (
+        [
+            "--sizes",
+            "10000",
+            "--single-rows",
+            "100",
+            "--bulk-rows",
+            "5000",
+            "--minilm-rows",
+            "100",
+            "--minilm-single",
+            "10",
+        ],
+        [],
+    ),
+    "recall_latency": (
+        ["--memories", "20000", "--agents", "20"],
+        ["--memories", "100000", "--agents", "100", "--minilm"],
+    ),
+    "merge_quality": (["--limit", "200"], ["--limit", "0"]),
+    "backfill": (["--agents", "4"], ["--agents", "20"]),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="the sizes the issues name (slow)")
+    parser.add_argument("--only", choices=sorted(BENCHES), action="append", help="run only these")
+    args = parser.parse_args()
+    failed = []
+    for name, (quick, full) in BENCHES.items():
+        if args.only and name not in args.only:
+            continue
+        cmd = [sys.executable, str(HERE / f"bench_{name}.py"), *(full if args.full else quick)]
+        print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+        start = time.perf_counter()
+        code = subprocess.call(cmd)
+        print(f"=== {name}: exit {code} after {time.perf_counter() - start:.1f} s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -379,7 +379,8 @@ class MemoryStore(RecordsMixin):
     def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]:
         if vector is None:
             return self.embed([content])[0].tolist()
-        arr = np.asarray(vector, dtype=np.float32)
+        with np.errstate(over="ignore"):  # an out-of-range component becomes inf and is refused below
+            arr = np.asarray(vector, dtype=np.float32)
         if arr.shape != (self.embedder.dimension,):
             raise InvalidInput(f"vector has dimension {arr.size}; this store uses {self.embedder.dimension}")
         if not np.isfinite(arr).all():

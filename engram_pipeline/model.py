@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -123,6 +124,15 @@ CURSOR_SCHEMA = pa.schema(
 )
 
 META_SCHEMA = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
+
+
+def polars_schema(columns: Sequence[str]) -> dict[str, Any]:
+    """The polars dtypes of memory ``columns``, derived from the Arrow schema (never restated by hand)."""
+    import polars as pl
+
+    frame = pl.from_arrow(memory_schema(1).empty_table().select(list(columns)))
+    assert isinstance(frame, pl.DataFrame)
+    return dict(frame.schema)
 
 
 def utcnow() -> datetime:

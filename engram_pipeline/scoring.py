@@ -31,6 +31,8 @@ from typing import Any
 
 import polars as pl
 
+from engram_pipeline.model import polars_schema
+
 DECISION = r"(?i)\b(decided|decision|we chose|chose to|agreed|settled on|going with|approved|committed to)\b"
 PROBLEM = r"(?i)\b(error|bug|issue|problem|fail(ed|ure|s)?|broken|crash(ed|es)?|blocked|exception|incident|outage)\b"
 MILESTONE = (
@@ -39,6 +41,8 @@ MILESTONE = (
 FLAG_TAGS = ["critical", "important", "pinned"]
 
 LN2 = math.log(2.0)
+DIGITS = 12
+FACTORS = ("base", "access", "decision", "problem", "milestone", "tag", "pin", "recency", "age_days")
 
 
 def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) -> pl.DataFrame:
@@ -70,26 +74,20 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
     raw = raw + f.field("tag") + f.field("pin")
     score = (raw * f.field("recency")).clip(0.0, 1.0)
     score = pl.when(pl.col("_pinned")).then(pl.max_horizontal(score, pl.lit(0.9))).otherwise(score)
+    # Rounded: polars' exp() may differ in the last bits between frame sizes (SIMD lanes), and a re-score of
+    # unchanged rows at the same instant must compare equal, or a second decay pass would rewrite them.
+    score = score.round(DIGITS)
+    rounded = [pl.field(name).round(DIGITS) for name in FACTORS]
     return out.select(
         score.alias("importance"),
-        pl.col("f").struct.with_fields(score=score).struct.json_encode().alias("importance_factors"),
+        pl.col("f").struct.with_fields(*rounded, score=score).struct.json_encode().alias("importance_factors"),
     )
 
 
 def importance_of(row: dict[str, Any], *, now: datetime, half_life_days: float) -> tuple[float, str]:
     """Score one row (a dict with the columns :func:`importance_frame` reads)."""
     cols = ("content", "tags", "pinned", "access_count", "created_at", "last_accessed_at")
-    df = pl.DataFrame(
-        {c: [row.get(c)] for c in cols},
-        schema={
-            "content": pl.String,
-            "tags": pl.List(pl.String),
-            "pinned": pl.Boolean,
-            "access_count": pl.Int64,
-            "created_at": pl.Datetime("us", "UTC"),
-            "last_accessed_at": pl.Datetime("us", "UTC"),
-        },
-    )
+    df = pl.DataFrame({c: [row.get(c)] for c in cols}, schema=polars_schema(cols))
     out = importance_frame(df, now=now, half_life_days=half_life_days)
     return float(out["importance"][0]), str(out["importance_factors"][0])
 

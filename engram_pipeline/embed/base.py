@@ -7,10 +7,11 @@ An embedder turns texts into L2-normalised float32 rows. Each shipped embedder c
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +64,21 @@ def load_profile(kind: str) -> dict[str, float]:
     if missing:
         raise EmbedderError(f"profiles/{kind}.json lacks {', '.join(sorted(missing))}")
     return {k: float(thresholds[k]) for k in PROFILE_FIELDS}
+
+
+class CalibratedProfile:
+    """Mixin for the shipped embedders: ``profile`` is the calibration in ``profiles/<kind>.json``."""
+
+    kind: ClassVar[str]
+
+    @property
+    def profile(self) -> dict[str, float]:
+        return dict(_cached_profile(self.kind))
+
+
+@functools.cache
+def _cached_profile(kind: str) -> dict[str, float]:
+    return load_profile(kind)
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram_pipeline.embed.base import l2_normalise, load_profile
+from engram_pipeline.embed.base import CalibratedProfile, l2_normalise
 
 _WORD = re.compile(r"\w+")
 # weights of word unigrams, word bigrams, character trigrams after each family is normalised
@@ -28,7 +28,7 @@ _WEIGHTS = (1.0, 0.5, 1.0)
 _CACHE_LIMIT = 500_000
 
 
-class HashingEmbedder:
+class HashingEmbedder(CalibratedProfile):
     """Signed feature hashing into ``dim`` components. The name carries the dimension: ``hashing-384``.
 
     A change to the feature scheme changes every vector and must change ``name`` too, so that a store
@@ -42,7 +42,6 @@ class HashingEmbedder:
             raise ValueError(f"ENGRAM_HASHING_DIM={dim}: must be at least 8")
         self._dim = dim
         self._words: dict[str, list[tuple[int, tuple[int, float]]]] = {}
-        self._profile: dict[str, float] | None = None
 
     @property
     def name(self) -> str:
@@ -51,12 +50,6 @@ class HashingEmbedder:
     @property
     def dimension(self) -> int:
         return self._dim
-
-    @property
-    def profile(self) -> dict[str, float]:
-        if self._profile is None:
-            self._profile = load_profile(self.kind)
-        return dict(self._profile)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         n, dim = len(texts), self._dim

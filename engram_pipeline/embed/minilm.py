@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engram_pipeline.embed.base import EmbedderUnavailable, l2_normalise, load_profile
+from engram_pipeline.embed.base import CalibratedProfile, EmbedderUnavailable, l2_normalise
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
@@ -58,7 +58,7 @@ def load_model() -> Any:
         return _model
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(CalibratedProfile):
     """384-dimensional sentence embeddings from all-MiniLM-L6-v2 (about 150 sentences/s on 2 cores)."""
 
     kind = "minilm"
@@ -67,13 +67,6 @@ class MiniLMEmbedder:
 
     def __init__(self) -> None:
         check_available()
-        self._profile: dict[str, float] | None = None
-
-    @property
-    def profile(self) -> dict[str, float]:
-        if self._profile is None:
-            self._profile = load_profile(self.kind)
-        return dict(self._profile)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)

@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from engram_pipeline.embed.base import EmbedderError, l2_normalise, load_profile
+from engram_pipeline.embed.base import CalibratedProfile, EmbedderError, l2_normalise
 
 BATCH_SIZE = 128
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(CalibratedProfile):
     """Embeddings from an OpenAI-compatible endpoint; ``name`` is ``openai-<model>``."""
 
     kind = "openai"
@@ -40,7 +40,6 @@ class OpenAIEmbedder:
         self._batch_size = batch_size
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
-        self._profile: dict[str, float] | None = None
 
     @property
     def name(self) -> str:
@@ -49,12 +48,6 @@ class OpenAIEmbedder:
     @property
     def dimension(self) -> int:
         return self._dim
-
-    @property
-    def profile(self) -> dict[str, float]:
-        if self._profile is None:
-            self._profile = load_profile(self.kind)
-        return dict(self._profile)
 
     def close(self) -> None:
         self._client.close()

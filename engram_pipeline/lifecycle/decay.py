@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
-from engram_pipeline.model import Memory
+from engram_pipeline.model import Memory, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
 
@@ -212,17 +212,5 @@ def _apply_batch(
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:
     """Fresh rows (dicts, as the store returns them) as a frame of :data:`COLUMNS` with the table's types."""
-    schema: dict[str, Any] = {
-        "id": pl.String,
-        "version": pl.Int64,
-        "content": pl.String,
-        "tags": pl.List(pl.String),
-        "pinned": pl.Boolean,
-        "access_count": pl.Int64,
-        "created_at": pl.Datetime("us", "UTC"),
-        "last_accessed_at": pl.Datetime("us", "UTC"),
-        "importance": pl.Float64,
-        "importance_factors": pl.String,
-        "status": pl.String,
-    }
+    schema = polars_schema(COLUMNS)
     return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema, orient="row")

@@ -60,7 +60,9 @@ class Settings:
     # importance and decay
     importance_half_life_days: float = _env("MEMORY_IMPORTANCE_HALF_LIFE_DAYS", 14.0)
     decay_interval_ms: int = _env("MEMORY_DECAY_INTERVAL_MS", 86_400_000, interval=True)
-    decay_batch_size: int = _env("MEMORY_DECAY_BATCH_SIZE", 50_000)
+    # Rows per compare-and-set commit (and per cursor step). Each merge scans the table, so fewer, larger
+    # batches are much faster: 1M rows took 60 s in 50k batches and 28 s in 250k batches.
+    decay_batch_size: int = _env("MEMORY_DECAY_BATCH_SIZE", 250_000)
     stale_threshold: float = _env("MEMORY_DECAY_STALE_SCORE_THRESHOLD", 0.3, unit=True)
     prune_threshold: float = _env("MEMORY_DECAY_PRUNE_SCORE_THRESHOLD", 0.15, unit=True)
     prune_older_than_days: float = _env("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", 30.0)

@@ -89,9 +89,7 @@ _MODS = (
     r"|generally|currently|mostly|strongly|only|just|always|never|not|no longer)\s+)*"
 )
 _VERB_ALTERNATIVES = "|".join(f"(?:{p})" for p, _, _ in _VERBS)
-_RELATIONAL = re.compile(
-    rf"^(?P<subj>.+?)\s+(?P<mods>{_MODS})(?P<verb>{_VERB_ALTERNATIVES})\s+(?P<val>\S.*)$"
-)
+_RELATIONAL = re.compile(rf"^(?P<subj>.+?)\s+(?P<mods>{_MODS})(?P<verb>{_VERB_ALTERNATIVES})\s+(?P<val>\S.*)$")
 _VERB_RES = tuple((re.compile(rf"(?:{p})$"), rel, opp) for p, rel, opp in _VERBS)
 _COPULA = re.compile(r"^(?P<subj>.+?)(?:\s+(?P<verb>is|are|was|were|am)\s+|\s*(?P<sym>=|:)\s+)(?P<val>\S.*)$")
 _LEADING_NEG = re.compile(r"^(?P<adv>(?:(?:not|no longer|never|always)\s+)*)(?P<rest>.*)$")

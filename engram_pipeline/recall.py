@@ -64,9 +64,7 @@ def visibility_filter(
     if tiers is not None:
         unknown = set(tiers) - set(CONFIDENCE_TIERS)
         if unknown or not tiers:
-            raise InvalidInput(
-                f"tiers must be among {', '.join(CONFIDENCE_TIERS)}; got {sorted(unknown) or '[]'}"
-            )
+            raise InvalidInput(f"tiers must be among {', '.join(CONFIDENCE_TIERS)}; got {sorted(unknown) or '[]'}")
         ranges = []
         for t in tiers:
             lo, hi, hi_inclusive = CONFIDENCE_TIERS[t]

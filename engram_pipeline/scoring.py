@@ -35,9 +35,7 @@ from engram_pipeline.model import polars_schema
 
 DECISION = r"(?i)\b(decided|decision|we chose|chose to|agreed|settled on|going with|approved|committed to)\b"
 PROBLEM = r"(?i)\b(error|bug|issue|problem|fail(ed|ure|s)?|broken|crash(ed|es)?|blocked|exception|incident|outage)\b"
-MILESTONE = (
-    r"(?i)\b(launched|released|shipped|completed|finished|milestone|deployed|achieved|reached|went live)\b"
-)
+MILESTONE = r"(?i)\b(launched|released|shipped|completed|finished|milestone|deployed|achieved|reached|went live)\b"
 FLAG_TAGS = ["critical", "important", "pinned"]
 
 LN2 = math.log(2.0)
@@ -68,9 +66,7 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
     )
     out = df.select(factors.alias("f"), pinned.alias("_pinned"))
     f = pl.col("f").struct
-    raw = (
-        f.field("base") + f.field("access") + f.field("decision") + f.field("problem") + f.field("milestone")
-    )
+    raw = f.field("base") + f.field("access") + f.field("decision") + f.field("problem") + f.field("milestone")
     raw = raw + f.field("tag") + f.field("pin")
     score = (raw * f.field("recency")).clip(0.0, 1.0)
     score = pl.when(pl.col("_pinned")).then(pl.max_horizontal(score, pl.lit(0.9))).otherwise(score)

@@ -143,9 +143,7 @@ class Settings:
             if f.metadata.get("unit") and not 0.0 <= value <= 1.0:
                 raise SettingsError(f"{name}={value}: must be within [0, 1]")
             if f.metadata.get("interval") and value < 0:
-                raise SettingsError(
-                    f"{name}={value}: an interval cannot be negative (0 disables the schedule)"
-                )
+                raise SettingsError(f"{name}={value}: an interval cannot be negative (0 disables the schedule)")
         if self.merge_threshold >= self.duplicate_threshold:
             raise SettingsError(
                 f"MEMORY_CONSOLIDATION_MERGE_THRESHOLD={self.merge_threshold} must be below "
@@ -209,7 +207,5 @@ def _parse(name: str, raw: str, default: Any) -> Any:
         if kind is float:
             return float(raw)
     except ValueError:
-        raise SettingsError(
-            f"{name}={raw!r}: expected a{'n integer' if kind is int else ' number'}"
-        ) from None
+        raise SettingsError(f"{name}={raw!r}: expected a{'n integer' if kind is int else ' number'}") from None
     return raw

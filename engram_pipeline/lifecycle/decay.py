@@ -205,7 +205,8 @@ def _apply_batch(
         "updated": len(applied),
         "stale": len(stale_ids & applied),
         "pruned": len(pruned) + len(late.applied),
-        "skipped_concurrent_edit": len(result.skipped_concurrent_edit) + len(skipped)
+        "skipped_concurrent_edit": len(result.skipped_concurrent_edit)
+        + len(skipped)
         + len(late.skipped_concurrent_edit),
     }
 

@@ -408,9 +408,7 @@ class MemoryStore(RecordsMixin):
         """
         unknown = set(changes) - UPDATABLE
         if unknown:
-            raise InvalidInput(
-                f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}"
-            )
+            raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
         if not changes:
             raise InvalidInput("nothing to update")
         current = self.get(memory_id, agent_id=agent_id, track_access=False)
@@ -443,9 +441,7 @@ class MemoryStore(RecordsMixin):
         result = cas_write(self, [change], actor=actor, action="update")
         if not result.applied:
             now = self.get_many([memory_id], columns=["id", "version"])
-            raise VersionConflict(
-                memory_id, expected=expected_version, current=now[0]["version"] if now else None
-            )
+            raise VersionConflict(memory_id, expected=expected_version, current=now[0]["version"] if now else None)
         after = self.get(memory_id, track_access=False)
         self.record_audit(
             [
@@ -472,13 +468,9 @@ class MemoryStore(RecordsMixin):
         audit: bool = False,
     ) -> CasResult:
         """Batched compare-and-set for passes: see :mod:`engram_pipeline.store.cas`."""
-        return cas_write(
-            self, changes, recompute=recompute, actor=actor, action=action, run_id=run_id, audit=audit
-        )
+        return cas_write(self, changes, recompute=recompute, actor=actor, action=action, run_id=run_id, audit=audit)
 
-    def cas_delete(
-        self, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
-    ) -> CasResult:
+    def cas_delete(self, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None) -> CasResult:
         """Delete rows still at their expected versions, in one commit, auditing their pre-images."""
         return cas_delete(self, expected, actor=actor, action=action, run_id=run_id)
 
@@ -505,9 +497,7 @@ class MemoryStore(RecordsMixin):
         current = self.get_many([memory_id])
         if current:
             row = current[0]
-            change = {
-                k: v for k, v in image.items() if k not in ("id", "version", "write_token", "updated_at")
-            }
+            change = {k: v for k, v in image.items() if k not in ("id", "version", "write_token", "updated_at")}
             change.update(id=memory_id, version=row["version"])
             result = cas_write(self, [change], actor=actor, action="restore")
             if not result.applied:

@@ -33,9 +33,7 @@ class MaintenanceReport:
     duration_s: float
 
 
-def maintain(
-    store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 6
-) -> MaintenanceReport:
+def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 6) -> MaintenanceReport:
     """Compact every table, clean up versions older than ``keep``, and (re)build the scalar indexes."""
     start = time.perf_counter()
     before: dict[str, int] = {}

@@ -41,9 +41,7 @@ class RecordsMixin:
     cursors: Any
 
     # -- audit -----------------------------------------------------------------------------------------
-    def record_audit(
-        self, events: Sequence[dict[str, Any]], *, actor: str, run_id: str | None = None
-    ) -> None:
+    def record_audit(self, events: Sequence[dict[str, Any]], *, actor: str, run_id: str | None = None) -> None:
         """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text).
 
         An event may carry its own ``event_id``: events with ids already in the table are not added again, so
@@ -90,19 +88,13 @@ class RecordsMixin:
 
     def last_pre_image(self, memory_id: str) -> tuple[Memory, dict[str, Any]] | None:
         """The pre-image of the newest event that took the row out of recall, and that event."""
-        events = [
-            e
-            for e in self.audit_events(memory_id)
-            if e["action"] in HIDING_ACTIONS and e["before"] is not None
-        ]
+        events = [e for e in self.audit_events(memory_id) if e["action"] in HIDING_ACTIONS and e["before"] is not None]
         if not events:
             return None
         event = events[-1]
         return row_from_json(event["before"], self.memory_schema), event
 
-    def audit_for_agent(
-        self, agent_id: str, *, actions: Iterable[str] | None = None
-    ) -> pa.Table:
+    def audit_for_agent(self, agent_id: str, *, actions: Iterable[str] | None = None) -> pa.Table:
         where = eq("agent_id", agent_id)
         if actions is not None:
             where += f" AND action IN {in_list(actions)}"
@@ -118,9 +110,7 @@ class RecordsMixin:
         table = rows_to_table(rows, LINK_SCHEMA)
         _with_retry(lambda: self.links.add(table))
 
-    def links_of(
-        self, memory_ids: Iterable[str], *, rel: str | None = None
-    ) -> list[dict[str, Any]]:
+    def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[dict[str, Any]]:
         ids = list(memory_ids)
         if not ids:
             return []
@@ -177,9 +167,7 @@ class RecordsMixin:
 
     # -- cursors ---------------------------------------------------------------------------------------
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
-        rows = (
-            self.cursors.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
-        )
+        rows = self.cursors.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
         return json.loads(rows[0]["cursor"]) if rows and rows[0]["cursor"] else None
 
     def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
@@ -193,10 +181,7 @@ class RecordsMixin:
         table = rows_to_table([row], CURSOR_SCHEMA)
         _with_retry(
             lambda: (
-                self.cursors.merge_insert("key")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(table)
+                self.cursors.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
         )
 

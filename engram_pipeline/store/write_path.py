@@ -27,21 +27,10 @@ if TYPE_CHECKING:
 NEIGHBOURS = 8
 
 
-def visible_neighbours(
-    store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS
-) -> list[Memory]:
+def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
     """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity``."""
-    where = (
-        f"{eq('agent_id', agent_id)} AND status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
-    )
-    hits = (
-        store.memories.search(vector)
-        .metric("cosine")
-        .where(where, prefilter=True)
-        .limit(k)
-        .to_arrow()
-        .to_pylist()
-    )
+    where = f"{eq('agent_id', agent_id)} AND status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
+    hits = store.memories.search(vector).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
     return hits
@@ -95,9 +84,7 @@ def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: 
                 "at": now.isoformat(),
             }
         )
-        importance, factors = importance_of(
-            row, now=now, half_life_days=store.settings.importance_half_life_days
-        )
+        importance, factors = importance_of(row, now=now, half_life_days=store.settings.importance_half_life_days)
         return {
             "id": row["id"],
             "version": row["version"],
@@ -109,15 +96,11 @@ def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: 
             "tags": sorted(set(row["tags"] or []) | set(incoming["tags"] or [])),
         }
 
-    store.cas_write(
-        [change(existing)], recompute=lambda fresh: [change(r) for r in fresh], actor=actor, action="dedup"
-    )
+    store.cas_write([change(existing)], recompute=lambda fresh: [change(r) for r in fresh], actor=actor, action="dedup")
     return RememberResult(store.get(existing["id"], track_access=False), "semantic_duplicate", score)
 
 
-def _apply_contradiction(
-    store: MemoryStore, new: Memory, old: Memory, hit: Any, *, actor: str
-) -> dict[str, Any]:
+def _apply_contradiction(store: MemoryStore, new: Memory, old: Memory, hit: Any, *, actor: str) -> dict[str, Any]:
     """Record a contradiction between the freshly inserted ``new`` row and ``old`` by the configured policy."""
     now = utcnow()
     info = {
@@ -132,9 +115,7 @@ def _apply_contradiction(
         mark_superseded(store, old, by=new["id"], reason=hit.reason, actor=actor, now=now)
         store.add_links([{**link, "src_id": new["id"], "dst_id": old["id"], "rel": "supersedes"}])
         return info
-    mark_contradicted(
-        store, [(new["id"], old["id"]), (old["id"], new["id"])], reason=hit.reason, actor=actor, now=now
-    )
+    mark_contradicted(store, [(new["id"], old["id"]), (old["id"], new["id"])], reason=hit.reason, actor=actor, now=now)
     store.add_links([{**link, "src_id": new["id"], "dst_id": old["id"], "rel": "contradicts"}])
     return info
 

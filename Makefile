@@ -31,6 +31,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check engram_pipeline assets
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy assets
 
 bench: install
 	$(PY) bench/run_all.py

@@ -9,7 +9,8 @@ Two steps, so that a person can review what will be hidden before it is:
    there are no chains of loosely related rows. The canonical is the row with the highest importance, the
    newest on ties, then the lowest id. A member must also pass :func:`engram_pipeline.merge_guard.merge_decision`
    against its canonical (similarity alone is a poor judge: the contradiction rules, a negation, a different
-   number or date veto the pair even when nobody flagged it), be of the same kind, and not be pinned. The plan
+   number or date veto the pair even when nobody flagged it), be of the same kind, and not be pinned; episodes
+   are never merged (two similar episodes are two occurrences, the evidence consolidation counts). The plan
    (per cluster: canonical id, content and version; members with id, content, similarity, reason and version)
    is stored with ``store.save_plan``; memories are not touched.
 2. :func:`apply_corpus_merge` **applies exactly a stored plan**. A canonical or member whose version moved
@@ -116,9 +117,13 @@ def plan_clusters(
     """The rows read and the merge clusters of the agent (JSON-ready dicts, as stored in a plan)."""
     s = store.settings
     frame = agent_frame(store, agent_id, columns=_COLUMNS, where=f"{VISIBLE_SQL} AND vector IS NOT NULL")
-    # Contradicted rows are never merged, even once decay has rewritten their status to "stale".
+    # Contradicted rows are never merged, even once decay has rewritten their status to "stale". Episodes are
+    # not merged either: two similar episodes are two occurrences (the evidence consolidation counts), not
+    # one fact said twice.
     mergeable = frame.filter(
-        pl.col("status").is_in(["active", "stale"]) & (pl.col("contradiction_with").list.len().fill_null(0) == 0)
+        pl.col("status").is_in(["active", "stale"])
+        & (pl.col("contradiction_with").list.len().fill_null(0) == 0)
+        & (pl.col("kind") != "episodic")
     )
     graph = agent_graph(store, agent_id) if graph is None else graph
     ids = mergeable["id"].to_list()

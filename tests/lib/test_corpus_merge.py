@@ -244,3 +244,12 @@ def test_plan_errors_and_nothing_pending(store: MemoryStore) -> None:
     plan = consolidate_corpus(store, "a")
     with pytest.raises(ValueError):
         apply_corpus_merge(store, "b", plan.plan_id)
+
+
+def test_episodes_are_never_merged(store: MemoryStore) -> None:
+    """Two similar episodes are two occurrences (consolidation's evidence), not one fact said twice."""
+    base = topic(21)
+    put(store, "Deploy failed on the lockfile; npm ci fixed it", base, kind="episodic", outcome="success")
+    put(store, "The deploy failed on a lockfile and npm ci fixed it", at_cosine(base, 0.92, 22), kind="episodic")
+    report = consolidate_corpus(store, "a")
+    assert (report.clusters, report.merged) == (0, 0)

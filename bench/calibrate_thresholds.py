@@ -19,7 +19,10 @@ details differ", 3 "roughly equivalent, important information differs".
   keeps precision >= 0.95, where a merge is right when the pair scores >= 4.0: the canonical row survives,
   the others are superseded (restorable), so "unimportant details differ" is an acceptable merge.
 - ``contradiction_threshold``: the 25th percentile of cosine over pairs scoring 2.5-4.6 (same topic, a
-  different claim or detail): the candidate band starts where those pairs concentrate.
+  different claim or detail): the candidate band starts where those pairs concentrate; lowered, if needed, to
+  the 5th percentile of :data:`VALUE_SWAPS`, short facts whose value changed ("User lives in Berlin" /
+  "User lives in Munich"), the commonest contradiction in agent memory (MiniLM scores them 0.5-0.8, below
+  most STS same-topic pairs). The rules confirm every candidate lexically, so a low floor costs compute only.
 - ``contradiction_threshold_max``: at least ``duplicate_threshold`` and above 99% of a synthetic
   contradiction set (a negation inserted, a number changed) built from the calibration sentences: a pair
   that contradicts must reach the contradiction rules even when its cosine is in the duplicate zone
@@ -137,7 +140,30 @@ def lowest_threshold(cos: np.ndarray, right: np.ndarray, allowed: np.ndarray, ta
     return float(np.ceil(cos[order][ok[-1]] * 1000) / 1000) if ok else None
 
 
-def calibrate(cal: Pairs, synthetic_cos: np.ndarray) -> tuple[dict[str, float], dict[float, tuple[float, float]]]:
+# Value swaps of short facts: the contradictions agents meet most. Held in the script (not STS data).
+VALUE_SWAPS = [
+    ("User lives in Berlin.", "User lives in Munich."),
+    ("User prefers R.", "User prefers Python."),
+    ("User prefers vim.", "User prefers emacs."),
+    ("User's editor is Neovim.", "User's editor is VS Code."),
+    ("User works at Acme Corp.", "User works at Globex."),
+    ("Customer's plan is Pro.", "Customer's plan is Enterprise."),
+    ("The meeting is at 3pm.", "The meeting is at 4pm."),
+    ("User prefers window seats.", "User prefers aisle seats."),
+    ("The user's language is Spanish.", "The user's language is German."),
+    ("The team uses Jira.", "The team uses Linear."),
+    ("User is based in Lisbon.", "User is based in Porto."),
+    ("The default branch is main.", "The default branch is master."),
+    ("User likes tea.", "User dislikes tea."),
+    ("User drinks coffee.", "User does not drink coffee."),
+    ("The database is Postgres.", "The database is MySQL."),
+    ("The deadline is Friday.", "The deadline is Monday."),
+]
+
+
+def calibrate(
+    cal: Pairs, synthetic_cos: np.ndarray, swap_cos: np.ndarray
+) -> tuple[dict[str, float], dict[float, tuple[float, float]]]:
     hard_ok = np.asarray([conflict(x, y) is None for x, y in zip(cal.a, cal.b, strict=True)])
     overlap = np.asarray([containment(x, y) for x, y in zip(cal.a, cal.b, strict=True)])
     same, good = cal.score >= SAME_FACT, cal.score >= MERGE_OK
@@ -155,7 +181,7 @@ def calibrate(cal: Pairs, synthetic_cos: np.ndarray) -> tuple[dict[str, float], 
             sweep[minimum] = (min(t, dup - 0.01), float((decided & good).sum() / good.sum()))
     merge = sweep.get(MIN_CONTAINMENT, (dup - 0.01, 0.0))[0]
     topic = cal.cos[(cal.score >= 2.5) & (cal.score < SAME_FACT)]
-    low = float(np.floor(np.quantile(topic, 0.25) * 100) / 100)
+    low = float(np.floor(min(np.quantile(topic, 0.25), np.quantile(swap_cos, 0.05)) * 100) / 100)
     high = float(min(1.0, max(dup, np.ceil(np.quantile(synthetic_cos, 0.99) * 100) / 100)))
     profile = {
         "duplicate_threshold": round(dup, 3),
@@ -222,7 +248,10 @@ def main() -> None:
     cal = pairs(embedder, CALIBRATION_FILES, args.cache_dir)
     held = pairs(embedder, HELD_OUT_FILES, args.cache_dir)
     syn_a, syn_b, _ = contradiction_set(cal.a + cal.b)
-    profile, sweep = calibrate(cal, cosines(embedder, syn_a, syn_b, args.cache_dir))
+    swap_a, swap_b = [a for a, _ in VALUE_SWAPS], [b for _, b in VALUE_SWAPS]
+    swap_cos = cosines(embedder, swap_a, swap_b, args.cache_dir)
+    profile, sweep = calibrate(cal, cosines(embedder, syn_a, syn_b, args.cache_dir), swap_cos)
+    print(f"value swaps: cosine {np.quantile(swap_cos, 0.05):.3f} (5th pct) to {swap_cos.max():.3f} (max)")
     print(f"calibration: {len(cal.cos)} pairs from {', '.join(CALIBRATION_FILES)}")
     print(f"profile: {json.dumps(profile)}")
     print(f"  containment minimum -> (merge threshold, calibration recall at >= {MERGE_PRECISION} precision):")

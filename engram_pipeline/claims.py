@@ -25,7 +25,8 @@ these that fires wins:
   ("User lives in Berlin" / "User lives in Munich"). Refused when the values are equal, when one value's
   content tokens are a subset of the other's ("vim" / "vim with plugins" is an elaboration), when either side
   is negated, when a value has more than four content tokens (a description, whose rewordings are not swaps),
-  and for progressive copulas ("is playing a guitar" / "is strumming a guitar": activities coexist).
+  for progressive copulas ("is playing a guitar" / "is strumming a guitar": activities coexist), and when
+  both values carry different qualifiers ("black for formatting" / "dark mode in the editor": two domains).
   ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no contradiction.
 
 Sentences without a parsed claim still get a sentence-level check: identical content tokens apart from one
@@ -279,8 +280,20 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
         return None  # a long description, not a value: rewordings of it are not swaps
     if ca.relation == "is" and any(v.split()[0].endswith("ing") for v in (ca.value, cb.value)):
         return None  # "is playing X" / "is singing": activities are not exclusive values
+    qa, qb = _qualifier(ca.value), _qualifier(cb.value)
+    if qa and qb and qa != qb:
+        return None  # "black for formatting" / "dark mode in the editor": preferences in different domains
     reason = f"value swap: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
     return Contradiction("value_swap", reason, subject)
+
+
+_QUALIFIER = re.compile(r"\b(?:for|in|on|at|with|when|during|while)\b(.+)$")
+
+
+def _qualifier(value: str) -> frozenset[str]:
+    """The content tokens of a value's trailing qualifier ("dark mode *in the editor*"), if it has one."""
+    m = _QUALIFIER.search(value)
+    return content_tokens(m.group(1)) if m else frozenset()
 
 
 def _sentence_level(a: str, b: str) -> Contradiction | None:

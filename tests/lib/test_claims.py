@@ -24,6 +24,9 @@ PAIRS = [
     ("Alice uses vim", "Alice uses emacs", "value_swap"),
     ("My editor: vim", "The user's editor = emacs", "value_swap"),
     ("The capital is Paris", "The capital was Lyon", "value_swap"),
+    ("User prefers dark mode in the editor", "User prefers light mode in the editor", "value_swap"),
+    # preferences qualified by different domains coexist
+    ("User prefers black for formatting.", "The user prefers dark mode in their editor.", None),
     ("User lives in Berlin and works at Acme.", "User works at Globex.", "value_swap"),
     ("User lives in Berlin", "User is based in Munich", "value_swap"),
     # value_swap refused: elaborations, equal values, paraphrases, other subjects, negated swaps

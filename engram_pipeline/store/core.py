@@ -9,9 +9,6 @@
 
 from __future__ import annotations
 
-import json
-import re
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,47 +23,28 @@ from engram_pipeline.embed import Embedder, get_embedder
 from engram_pipeline.model import (
     AUDIT_SCHEMA,
     CURSOR_SCHEMA,
-    KINDS,
     LINK_SCHEMA,
     META_SCHEMA,
-    OUTCOMES,
     PLAN_SCHEMA,
     SCHEMA_VERSION,
-    SOURCE_CONFIDENCE,
-    SOURCES,
     STATUSES,
     Memory,
-    content_hash,
-    dumps_metadata,
     memory_schema,
     rows_to_table,
-    utcnow,
 )
 from engram_pipeline.settings import Settings
 from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry, cas_delete, cas_write
+from engram_pipeline.store.edits import EditsMixin
 from engram_pipeline.store.errors import (
     EmbedderMismatch,
     InvalidInput,
     MemoryNotFound,
-    NothingToRestore,
-    VersionConflict,
 )
-from engram_pipeline.store.records import RecordsMixin
+from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sql import eq, in_list, lit
 
-# Words that mark a memory as time-bound: ``tier="auto"`` routes such content to short-term memory.
-TIME_WORDS = re.compile(
-    r"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week)|right now|for now|"
-    r"currently|at the moment|temporarily|later today|in an? (hour|minute)|in \d+ (minutes|hours)|"
-    r"next (hour|meeting)|until (tonight|tomorrow))\b",
-    re.IGNORECASE,
-)
 # BTree indexes on the columns every filter starts with.
 SCALAR_INDEXES = ("agent_id", "id", "content_hash")
-# Columns a caller may change through ``update``; the rest belong to the store or to passes.
-UPDATABLE = frozenset(
-    {"content", "tags", "importance", "confidence", "pinned", "kind", "tier", "outcome", "metadata", "source"}
-)
 
 
 @dataclass(frozen=True)
@@ -77,7 +55,7 @@ class RememberResult:
     contradictions: tuple[dict[str, Any], ...] = field(default=())
 
 
-class MemoryStore(RecordsMixin):
+class MemoryStore(EditsMixin):
     """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``."""
 
     def __init__(self, db: Any, uri: str, settings: Settings, embedder: Embedder) -> None:
@@ -283,79 +261,10 @@ class MemoryStore(RecordsMixin):
 
         return write_path.remember_row(self, row, actor=actor)
 
-    def new_row(
-        self,
-        agent_id: str,
-        content: str,
-        *,
-        tier: str = "auto",
-        kind: str = "semantic",
-        tags: Sequence[str] = (),
-        source: str = "agent",
-        outcome: str | None = None,
-        pinned: bool = False,
-        importance: float | None = None,
-        confidence: float | None = None,
-        metadata: dict[str, Any] | None = None,
-        memory_id: str | None = None,
-        created_at: datetime | None = None,
-        ttl_s: int | None = None,
-        last_accessed_at: datetime | None = None,
-        access_count: int = 0,
-    ) -> Memory:
-        """Validate the fields of a new memory and build its row (without a vector). Raises InvalidInput."""
-        if not isinstance(agent_id, str) or not agent_id.strip():
-            raise InvalidInput("agent_id must be a non-empty string")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidInput("content must be a non-empty string")
-        size = len(content.encode())
-        if size > self.settings.max_content_bytes:
-            raise InvalidInput(f"content is {size} bytes; the limit is {self.settings.max_content_bytes}")
-        _one_of("kind", kind, KINDS)
-        _one_of("source", source, SOURCES)
-        _one_of("tier", tier, ("stm", "ltm", "auto"))
-        if outcome is not None:
-            _one_of("outcome", outcome, OUTCOMES)
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-            raise InvalidInput("tags must be a list of strings")
-        for name, value in (("importance", importance), ("confidence", confidence)):
-            if value is not None and not 0.0 <= float(value) <= 1.0:
-                raise InvalidInput(f"{name} must be within [0, 1], got {value}")
-        if ttl_s is not None and ttl_s <= 0:
-            raise InvalidInput(f"ttl_s must be positive, got {ttl_s}")
-        now = utcnow()
-        created = created_at or now
-        if tier == "auto":
-            tier = "stm" if ttl_s is not None or TIME_WORDS.search(content) else "ltm"
-        expires = created + timedelta(seconds=ttl_s or self.settings.stm_ttl_s) if tier == "stm" else None
-        return {
-            "id": memory_id or uuid.uuid4().hex,
-            "agent_id": agent_id,
-            "tier": tier,
-            "kind": kind,
-            "content": content,
-            "content_hash": content_hash(agent_id, content),
-            "tags": sorted(dict.fromkeys(tags)),
-            "source": source,
-            "outcome": outcome,
-            "importance": 0.5 if importance is None else float(importance),
-            "importance_factors": None,
-            "confidence": SOURCE_CONFIDENCE.get(source, 0.5) if confidence is None else float(confidence),
-            "access_count": access_count,
-            "reinforcement_count": 0,
-            "pinned": bool(pinned),
-            "status": "active",
-            "superseded_by": None,
-            "contradiction_with": [],
-            "created_at": created,
-            "updated_at": now,
-            "last_accessed_at": last_accessed_at,
-            "decayed_at": None,
-            "expires_at": expires,
-            "version": 1,
-            "write_token": None,
-            "metadata": dumps_metadata(metadata or {}),
-        }
+    def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory:
+        """Validate the fields of a new memory and build its row (without a vector); see
+        :func:`engram_pipeline.store.rows.build_row`. Raises InvalidInput."""
+        return build_row(self.settings, agent_id, content, **fields)
 
     def insert_rows(self, rows: Sequence[Memory]) -> list[str]:
         """Insert new rows in one commit, skipping any whose (agent, content) already exists. Returns the
@@ -392,71 +301,6 @@ class MemoryStore(RecordsMixin):
         found = rows.limit(1).to_arrow().to_pylist()
         return found[0] if found else None
 
-    def update(
-        self,
-        memory_id: str,
-        *,
-        expected_version: int,
-        actor: str = "library",
-        agent_id: str | None = None,
-        **changes: Any,
-    ) -> Memory:
-        """Change fields of one memory if it is still at ``expected_version``; raises :class:`VersionConflict`.
-
-        Changing ``content`` re-embeds and re-hashes it. Updatable: ``content``, ``tags``, ``importance``,
-        ``confidence``, ``pinned``, ``kind``, ``tier``, ``outcome``, ``source``, ``metadata`` (a dict).
-        """
-        unknown = set(changes) - UPDATABLE
-        if unknown:
-            raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
-        if not changes:
-            raise InvalidInput("nothing to update")
-        current = self.get(memory_id, agent_id=agent_id, track_access=False)
-        if current["version"] != expected_version:
-            raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
-        merged: Memory = {**current, **changes}
-        probe = self.new_row(
-            current["agent_id"],
-            merged["content"],
-            tier=merged["tier"],
-            kind=merged["kind"],
-            tags=merged["tags"] or [],
-            source=merged["source"] or "agent",
-            outcome=merged["outcome"],
-            importance=changes.get("importance"),
-            confidence=changes.get("confidence"),
-        )
-        change: Change = {"id": memory_id, "version": expected_version}
-        for key, value in changes.items():
-            if key == "metadata":
-                if not isinstance(value, dict):
-                    raise InvalidInput("metadata must be an object")
-                value = json.dumps(value, sort_keys=True)
-            elif key == "tags":
-                value = probe["tags"]
-            change[key] = value
-        if "content" in changes:
-            change["content_hash"] = probe["content_hash"]
-            change["vector"] = self._vector_for(changes["content"], None)
-        result = cas_write(self, [change], actor=actor, action="update")
-        if not result.applied:
-            now = self.get_many([memory_id], columns=["id", "version"])
-            raise VersionConflict(memory_id, expected=expected_version, current=now[0]["version"] if now else None)
-        after = self.get(memory_id, track_access=False)
-        self.record_audit(
-            [
-                {
-                    "memory_id": memory_id,
-                    "agent_id": after["agent_id"],
-                    "action": "update",
-                    "before": current,
-                    "after": after,
-                }
-            ],
-            actor=actor,
-        )
-        return after
-
     def cas_write(
         self,
         changes: Sequence[Change],
@@ -474,73 +318,6 @@ class MemoryStore(RecordsMixin):
         """Delete rows still at their expected versions, in one commit, auditing their pre-images."""
         return cas_delete(self, expected, actor=actor, action=action, run_id=run_id)
 
-    def delete(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
-        """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
-        current = self.get(memory_id, track_access=False)
-        expected = current["version"] if expected_version is None else expected_version
-        result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")
-        if not result.applied:
-            now = self.get_many([memory_id], columns=["id", "version"])
-            raise VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
-
-    def restore(self, memory_id: str, *, actor: str = "library") -> Memory:
-        """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
-
-        The row returns with its original id and every field of the pre-image; its ``version`` moves on
-        from the current one (versions never go backwards), so concurrent holders of the old version are
-        refused rather than silently overwritten.
-        """
-        found = self.last_pre_image(memory_id)
-        if found is None:
-            raise NothingToRestore(memory_id)
-        image, _event = found
-        current = self.get_many([memory_id])
-        if current:
-            row = current[0]
-            change = {k: v for k, v in image.items() if k not in ("id", "version", "write_token", "updated_at")}
-            change.update(id=memory_id, version=row["version"])
-            result = cas_write(self, [change], actor=actor, action="restore")
-            if not result.applied:
-                raise VersionConflict(memory_id, expected=row["version"], current=None)
-            before: Memory | None = row
-        else:
-            restored = {**image, "version": image["version"] + 1}
-            table = rows_to_table([restored], self.memory_schema)
-            _with_retry(lambda: self.memories.merge_insert("id").when_not_matched_insert_all().execute(table))
-            before = None
-        after = self.get(memory_id, track_access=False)
-        self.record_audit(
-            [
-                {
-                    "memory_id": memory_id,
-                    "agent_id": after["agent_id"],
-                    "action": "restore",
-                    "before": before,
-                    "after": after,
-                }
-            ],
-            actor=actor,
-        )
-        return after
-
-    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> None:
-        """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
-
-        One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
-        meanwhile is left alone. ``times``/``at`` let a deferred recorder (the API's) fold many reads into one
-        commit.
-        """
-        if not rows:
-            return
-        cond = " OR ".join(f"(id = {lit(r['id'])} AND version = {int(r['version'])})" for r in rows)
-        now = at or utcnow()
-        _with_retry(
-            lambda: self.memories.update(
-                where=cond,
-                values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
-            )
-        )
-
     # -- recall ----------------------------------------------------------------------------------------
     def recall(self, agent_id: str, query: str | None = None, **options: Any) -> list[Any]:
         """Ranked recall for one agent; see :func:`engram_pipeline.recall.recall` for the options."""
@@ -553,15 +330,6 @@ class MemoryStore(RecordsMixin):
         from engram_pipeline.store.maintenance import maintain
 
         return maintain(self, **options)
-
-
-def _one_of(name: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _ts_sql(ts: datetime) -> str:
-    return f"arrow_cast({lit(ts.isoformat())}, 'Timestamp(Microsecond, Some(\"UTC\"))')"
 
 
 __all__ = ["MemoryStore", "RememberResult", "STATUSES"]

@@ -1,0 +1,194 @@
+"""Edits of single memories: versioned update, delete, restore from the audit pre-image, access bookkeeping.
+
+Mixed into :class:`~engram_pipeline.store.core.MemoryStore`; every write goes through the compare-and-set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from engram_pipeline.model import Memory, rows_to_table, utcnow
+from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry
+from engram_pipeline.store.cas import cas_write as _cas_write
+from engram_pipeline.store.errors import InvalidInput, NothingToRestore, VersionConflict
+from engram_pipeline.store.records import RecordsMixin
+from engram_pipeline.store.sql import lit
+
+if TYPE_CHECKING:
+    from engram_pipeline.store.core import MemoryStore
+
+# Columns a caller may change through ``update``; the rest belong to the store or to passes.
+UPDATABLE = frozenset(
+    {"content", "tags", "importance", "confidence", "pinned", "kind", "tier", "outcome", "metadata", "source"}
+)
+
+
+class EditsMixin(RecordsMixin):
+    """``update``, ``delete``, ``restore`` and ``record_access``."""
+
+    memories: Any
+
+    @property
+    def _as_store(self) -> MemoryStore:
+        # The edits write through the module-level CAS, not an overridable method: a subclass that hooks its
+        # passes' ``cas_write`` (as tests do, to stage a concurrent edit) must not re-enter through ``update``.
+        return cast("MemoryStore", self)
+
+    if TYPE_CHECKING:
+
+        def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory: ...
+        def get_many(self, memory_ids: Sequence[str], *, columns: list[str] | None = None) -> list[Memory]: ...
+        def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory: ...
+        def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]: ...
+        def cas_write(
+            self,
+            changes: Sequence[Change],
+            *,
+            recompute: Recompute | None = None,
+            actor: str,
+            action: str,
+            run_id: str | None = None,
+            audit: bool = False,
+        ) -> CasResult: ...
+        def cas_delete(
+            self, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
+        ) -> CasResult: ...
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        expected_version: int,
+        actor: str = "library",
+        agent_id: str | None = None,
+        **changes: Any,
+    ) -> Memory:
+        """Change fields of one memory if it is still at ``expected_version``; raises :class:`VersionConflict`.
+
+        Changing ``content`` re-embeds and re-hashes it. Updatable: ``content``, ``tags``, ``importance``,
+        ``confidence``, ``pinned``, ``kind``, ``tier``, ``outcome``, ``source``, ``metadata`` (a dict).
+        """
+        unknown = set(changes) - UPDATABLE
+        if unknown:
+            raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
+        if not changes:
+            raise InvalidInput("nothing to update")
+        current = self.get(memory_id, agent_id=agent_id, track_access=False)
+        if current["version"] != expected_version:
+            raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
+        merged: Memory = {**current, **changes}
+        probe = self.new_row(
+            current["agent_id"],
+            merged["content"],
+            tier=merged["tier"],
+            kind=merged["kind"],
+            tags=merged["tags"] or [],
+            source=merged["source"] or "agent",
+            outcome=merged["outcome"],
+            importance=changes.get("importance"),
+            confidence=changes.get("confidence"),
+        )
+        change: Change = {"id": memory_id, "version": expected_version}
+        for key, value in changes.items():
+            if key == "metadata":
+                if not isinstance(value, dict):
+                    raise InvalidInput("metadata must be an object")
+                value = json.dumps(value, sort_keys=True)
+            elif key == "tags":
+                value = probe["tags"]
+            change[key] = value
+        if "content" in changes:
+            change["content_hash"] = probe["content_hash"]
+            change["vector"] = self._vector_for(changes["content"], None)
+        result = _cas_write(self._as_store, [change], actor=actor, action="update")
+        if not result.applied:
+            now = self.get_many([memory_id], columns=["id", "version"])
+            raise VersionConflict(memory_id, expected=expected_version, current=now[0]["version"] if now else None)
+        after = self.get(memory_id, track_access=False)
+        self.record_audit(
+            [
+                {
+                    "memory_id": memory_id,
+                    "agent_id": after["agent_id"],
+                    "action": "update",
+                    "before": current,
+                    "after": after,
+                }
+            ],
+            actor=actor,
+        )
+        return after
+
+    def delete(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
+        """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
+        current = self.get(memory_id, track_access=False)
+        expected = current["version"] if expected_version is None else expected_version
+        result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")
+        if not result.applied:
+            now = self.get_many([memory_id], columns=["id", "version"])
+            raise VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
+
+    def restore(self, memory_id: str, *, actor: str = "library") -> Memory:
+        """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
+
+        The row returns with its original id and every field of the pre-image; its ``version`` moves on
+        from the current one (versions never go backwards), so concurrent holders of the old version are
+        refused rather than silently overwritten.
+        """
+        found = self.last_pre_image(memory_id)
+        if found is None:
+            raise NothingToRestore(memory_id)
+        image, _event = found
+        current = self.get_many([memory_id])
+        if current:
+            row = current[0]
+            change = {k: v for k, v in image.items() if k not in ("id", "version", "write_token", "updated_at")}
+            change.update(id=memory_id, version=row["version"])
+            result = _cas_write(self._as_store, [change], actor=actor, action="restore")
+            if not result.applied:
+                raise VersionConflict(memory_id, expected=row["version"], current=None)
+            before: Memory | None = row
+        else:
+            restored = {**image, "version": image["version"] + 1}
+            table = rows_to_table([restored], self.memory_schema)
+            _with_retry(lambda: self.memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+            before = None
+        after = self.get(memory_id, track_access=False)
+        self.record_audit(
+            [
+                {
+                    "memory_id": memory_id,
+                    "agent_id": after["agent_id"],
+                    "action": "restore",
+                    "before": before,
+                    "after": after,
+                }
+            ],
+            actor=actor,
+        )
+        return after
+
+    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> None:
+        """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
+
+        One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
+        meanwhile is left alone. ``times``/``at`` let a deferred recorder (the API's) fold many reads into one
+        commit.
+        """
+        if not rows:
+            return
+        cond = " OR ".join(f"(id = {lit(r['id'])} AND version = {int(r['version'])})" for r in rows)
+        now = at or utcnow()
+        _with_retry(
+            lambda: self.memories.update(
+                where=cond,
+                values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
+            )
+        )
+
+
+def _ts_sql(ts: datetime) -> str:
+    return f"arrow_cast({lit(ts.isoformat())}, 'Timestamp(Microsecond, Some(\"UTC\"))')"

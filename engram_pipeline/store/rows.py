@@ -1,0 +1,110 @@
+"""Building a new memory row: validation of every field, tier routing, defaults from provenance."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from engram_pipeline.model import (
+    KINDS,
+    OUTCOMES,
+    SOURCE_CONFIDENCE,
+    SOURCES,
+    Memory,
+    content_hash,
+    dumps_metadata,
+    utcnow,
+)
+from engram_pipeline.settings import Settings
+from engram_pipeline.store.errors import InvalidInput
+
+# Words that mark a memory as time-bound: ``tier="auto"`` routes such content to short-term memory.
+TIME_WORDS = re.compile(
+    r"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week)|right now|for now|"
+    r"currently|at the moment|temporarily|later today|in an? (hour|minute)|in \d+ (minutes|hours)|"
+    r"next (hour|meeting)|until (tonight|tomorrow))\b",
+    re.IGNORECASE,
+)
+
+
+def build_row(
+    settings: Settings,
+    agent_id: str,
+    content: str,
+    *,
+    tier: str = "auto",
+    kind: str = "semantic",
+    tags: Sequence[str] = (),
+    source: str = "agent",
+    outcome: str | None = None,
+    pinned: bool = False,
+    importance: float | None = None,
+    confidence: float | None = None,
+    metadata: dict[str, Any] | None = None,
+    memory_id: str | None = None,
+    created_at: datetime | None = None,
+    ttl_s: int | None = None,
+    last_accessed_at: datetime | None = None,
+    access_count: int = 0,
+) -> Memory:
+    """Validate the fields of a new memory and build its row (without a vector). Raises InvalidInput."""
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        raise InvalidInput("agent_id must be a non-empty string")
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("content must be a non-empty string")
+    size = len(content.encode())
+    if size > settings.max_content_bytes:
+        raise InvalidInput(f"content is {size} bytes; the limit is {settings.max_content_bytes}")
+    _one_of("kind", kind, KINDS)
+    _one_of("source", source, SOURCES)
+    _one_of("tier", tier, ("stm", "ltm", "auto"))
+    if outcome is not None:
+        _one_of("outcome", outcome, OUTCOMES)
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise InvalidInput("tags must be a list of strings")
+    for name, value in (("importance", importance), ("confidence", confidence)):
+        if value is not None and not 0.0 <= float(value) <= 1.0:
+            raise InvalidInput(f"{name} must be within [0, 1], got {value}")
+    if ttl_s is not None and ttl_s <= 0:
+        raise InvalidInput(f"ttl_s must be positive, got {ttl_s}")
+    now = utcnow()
+    created = created_at or now
+    if tier == "auto":
+        tier = "stm" if ttl_s is not None or TIME_WORDS.search(content) else "ltm"
+    expires = created + timedelta(seconds=ttl_s or settings.stm_ttl_s) if tier == "stm" else None
+    return {
+        "id": memory_id or uuid.uuid4().hex,
+        "agent_id": agent_id,
+        "tier": tier,
+        "kind": kind,
+        "content": content,
+        "content_hash": content_hash(agent_id, content),
+        "tags": sorted(dict.fromkeys(tags)),
+        "source": source,
+        "outcome": outcome,
+        "importance": 0.5 if importance is None else float(importance),
+        "importance_factors": None,
+        "confidence": SOURCE_CONFIDENCE.get(source, 0.5) if confidence is None else float(confidence),
+        "access_count": access_count,
+        "reinforcement_count": 0,
+        "pinned": bool(pinned),
+        "status": "active",
+        "superseded_by": None,
+        "contradiction_with": [],
+        "created_at": created,
+        "updated_at": now,
+        "last_accessed_at": last_accessed_at,
+        "decayed_at": None,
+        "expires_at": expires,
+        "version": 1,
+        "write_token": None,
+        "metadata": dumps_metadata(metadata or {}),
+    }
+
+
+def _one_of(name: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")

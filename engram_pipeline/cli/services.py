@@ -61,7 +61,9 @@ def ui(
     st = state(ctx)
     if not workspace.is_file():
         raise CliError(f"{workspace} not found: run `engram ui` from the project root or pass --workspace")
-    dagster = shutil.which("dagster")
+    # The dagster command installed beside this interpreter (the venv's bin is not always on PATH).
+    beside = Path(sys.executable).parent / "dagster"
+    dagster = str(beside) if beside.exists() else shutil.which("dagster")
     if dagster is None:
         raise CliError("the dagster command is not installed in this environment")
     env = dict(os.environ)

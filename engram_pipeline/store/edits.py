@@ -37,6 +37,11 @@ class EditsMixin(RecordsMixin):
         # passes' ``cas_write`` (as tests do, to stage a concurrent edit) must not re-enter through ``update``.
         return cast("MemoryStore", self)
 
+    def _conflict(self, memory_id: str, expected: int) -> VersionConflict:
+        """The conflict a lost compare-and-set reports, with the version the row is at now (None: gone)."""
+        now = self.get_many([memory_id], columns=["id", "version"])
+        return VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
+
     if TYPE_CHECKING:
 
         def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory: ...
@@ -105,8 +110,7 @@ class EditsMixin(RecordsMixin):
             change["vector"] = self._vector_for(changes["content"], None)
         result = _cas_write(self._as_store, [change], actor=actor, action="update")
         if not result.applied:
-            now = self.get_many([memory_id], columns=["id", "version"])
-            raise VersionConflict(memory_id, expected=expected_version, current=now[0]["version"] if now else None)
+            raise self._conflict(memory_id, expected_version)
         after = self.get(memory_id, track_access=False)
         self.record_audit(
             [
@@ -128,8 +132,7 @@ class EditsMixin(RecordsMixin):
         expected = current["version"] if expected_version is None else expected_version
         result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")
         if not result.applied:
-            now = self.get_many([memory_id], columns=["id", "version"])
-            raise VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
+            raise self._conflict(memory_id, expected)
 
     def restore(self, memory_id: str, *, actor: str = "library") -> Memory:
         """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.

@@ -107,33 +107,49 @@ def build(store: MemoryStore, rows: int, *, seed: int = 7, chunk: int = 100_000)
         }
         # Yesterday's run left each row with yesterday's score and status.
         prior = importance_frame(
-            pl.DataFrame({k: cols[k] for k in ("content", "tags", "pinned", "access_count", "created_at")})
-            .with_columns(pl.Series("last_accessed_at", last, dtype=pl.Datetime("us", "UTC"))),
+            pl.DataFrame(
+                {k: cols[k] for k in ("content", "tags", "pinned", "access_count", "created_at")}
+            ).with_columns(pl.Series("last_accessed_at", last, dtype=pl.Datetime("us", "UTC"))),
             now=yesterday,
             half_life_days=store.settings.importance_half_life_days,
         )
         cols["importance"] = prior["importance"].to_numpy()
         cols["importance_factors"] = prior["importance_factors"].to_list()
-        cols["status"] = np.where(prior["importance"].to_numpy() <= store.settings.stale_threshold, "stale",
-                                  "active").tolist()
-        arrays = [
-            pa.array(cols[f.name], type=f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema
-        ]
+        cols["status"] = np.where(
+            prior["importance"].to_numpy() <= store.settings.stale_threshold, "stale", "active"
+        ).tolist()
+        arrays = [pa.array(cols[f.name], type=f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema]
         store.memories.add(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def reference(store: MemoryStore, sample: int, settings: Settings) -> tuple[int, int, float]:
     """The original loop: pages of 100 rows, one conditional ``update`` (one commit) per changed row."""
     table = store.memories
-    cols = ["id", "version", "content", "tags", "pinned", "access_count", "created_at", "last_accessed_at",
-            "importance", "status", "created_at"]
+    cols = [
+        "id",
+        "version",
+        "content",
+        "tags",
+        "pinned",
+        "access_count",
+        "created_at",
+        "last_accessed_at",
+        "importance",
+        "status",
+        "created_at",
+    ]
     cutoff = NOW - timedelta(days=settings.prune_older_than_days)
     seen = written = 0
     start = time.perf_counter()
     for offset in range(0, sample, 100):
         page = (
-            table.search().where(f"agent_id = {lit(AGENT)}").select(list(dict.fromkeys(cols)))
-            .limit(100).offset(offset).to_arrow().to_pylist()
+            table.search()
+            .where(f"agent_id = {lit(AGENT)}")
+            .select(list(dict.fromkeys(cols)))
+            .limit(100)
+            .offset(offset)
+            .to_arrow()
+            .to_pylist()
         )
         for row in page:
             seen += 1
@@ -149,8 +165,13 @@ def reference(store: MemoryStore, sample: int, settings: Settings) -> tuple[int,
                 continue
             table.update(
                 where=f"id = {lit(row['id'])} AND version = {int(row['version'])}",
-                values={"importance": score, "importance_factors": factors, "status": status,
-                        "decayed_at": NOW, "version": int(row["version"]) + 1},
+                values={
+                    "importance": score,
+                    "importance_factors": factors,
+                    "status": status,
+                    "decayed_at": NOW,
+                    "version": int(row["version"]) + 1,
+                },
             )
             written += 1
     return seen, written, time.perf_counter() - start
@@ -195,8 +216,10 @@ def main() -> None:
 
         print()
         print(f"decay pass, median of {len(times)}: {median:.1f} s for {args.rows} rows = {rate:,.0f} rows/s")
-        print(f"reference (row-at-a-time CAS, {sample} sample): {ref_rate:,.0f} rows/s "
-              f"-> {args.rows / ref_rate:,.0f} s extrapolated to {args.rows} rows")
+        print(
+            f"reference (row-at-a-time CAS, {sample} sample): {ref_rate:,.0f} rows/s "
+            f"-> {args.rows / ref_rate:,.0f} s extrapolated to {args.rows} rows"
+        )
         print(f"ratio: {rate / ref_rate:,.1f}x   (target >= 50x; 1M target < 60 s on 2 cores)")
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from engram_pipeline.model import STATUSES, Memory
+from engram_pipeline.store.access_log import overlay_pending
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -365,7 +366,7 @@ def _time(line: Mapping[str, Any], key: str) -> datetime | None:
 def export_rows(store: MemoryStore, agent_ids: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
     """Every memory (of ``agent_ids``, default all agents) as an import line, agent by agent, oldest first."""
     for agent_id in agent_ids if agent_ids is not None else store.agents():
-        table = store.scan(agent_id, columns=list(EXPORT_COLUMNS))
+        table = overlay_pending(store.scan(agent_id, columns=list(EXPORT_COLUMNS)), store.pending_access(agent_id))
         rows = table.to_pylist()
         rows.sort(key=lambda r: (r["created_at"], r["id"]))
         for row in rows:

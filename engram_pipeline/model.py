@@ -125,6 +125,20 @@ CURSOR_SCHEMA = pa.schema(
 
 META_SCHEMA = pa.schema([pa.field("key", pa.string()), pa.field("value", pa.string())])
 
+# Reads not yet folded into ``memories`` (see ``engram_pipeline.store.access_log``): one row per memory per
+# append, written by recall and get, claimed, folded in and deleted by the passes that read access signals.
+ACCESS_LOG_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string()),  # the memory read
+        pa.field("agent_id", pa.string()),
+        pa.field("version", pa.int64()),  # the version the reader saw; the fold applies only to that version
+        pa.field("times", pa.int64()),  # how many reads this entry stands for
+        pa.field("at", TS),  # the last of those reads
+        pa.field("claimed_by", pa.string()),  # the fold applying this entry (null: not yet claimed)
+        pa.field("claimed_at", TS),
+    ]
+)
+
 
 def polars_schema(columns: Sequence[str]) -> dict[str, Any]:
     """The polars dtypes of memory ``columns``, derived from the Arrow schema (never restated by hand)."""

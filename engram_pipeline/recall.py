@@ -10,7 +10,8 @@ Ranking over the nearest candidates::
     score = w_sim * similarity + w_rec * 0.5 ** (age_days / 30) + w_imp * importance
 
 with ``w = (0.7, 0.2, 0.1)`` by default (``ENGRAM_RECALL_WEIGHT_*``) and age from the last access, else
-creation. Recall then does access bookkeeping on what it returned (one commit, version-checked, no bump).
+creation. Recall then logs a read of what it returned (one append to the access log; the passes fold it into
+the rows, see ``engram_pipeline.store.access_log``), so recall never rewrites the rows it searches.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def recall(
         row = {key: v for key, v in hits[i].items() if key != "_distance"}
         out.append(RecallHit(row, float(score[i]), float(sim[i]), float(recency[i])))
     if track_access:
-        store.record_access([h.memory for h in out])
+        store.log_access([h.memory for h in out])
     return out
 
 

@@ -95,6 +95,8 @@ class Settings:
     recall_weight_importance: float = _env("ENGRAM_RECALL_WEIGHT_IMPORTANCE", 0.1, unit=True)
     recall_recency_half_life_days: float = _env("ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", 30.0)
     vector_index_min_rows: int = _env("ENGRAM_VECTOR_INDEX_MIN_ROWS", 50_000)
+    # rows outside the vector index after which folding the access log re-indexes (0: leave it to maintenance)
+    index_refresh_rows: int = _env("ENGRAM_INDEX_REFRESH_ROWS", 5_000)
     # API
     max_content_bytes: int = _env("ENGRAM_MAX_CONTENT_BYTES", 10_240)
     api_keys: str = _env("ENGRAM_API_KEYS", "")  # "name:token:agent1,agent2;admin:token2:*"
@@ -169,6 +171,7 @@ class Settings:
             ("STM_DEFAULT_TTL_S", self.stm_ttl_s),
             ("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", self.prune_older_than_days),
             ("ENGRAM_MAX_CONTENT_BYTES", self.max_content_bytes),
+            ("ENGRAM_INDEX_REFRESH_ROWS", self.index_refresh_rows),
         ):
             if value < 0:
                 raise SettingsError(f"{name}={value}: cannot be negative")

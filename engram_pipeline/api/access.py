@@ -1,19 +1,13 @@
-"""Deferred access bookkeeping for the API process.
+"""Deferred access logging for the API process.
 
-Recall and get record each access (``access_count`` + 1, ``last_accessed_at``). Done inline that is one
-LanceDB ``update`` commit per request: it adds latency to every recall and a table version per read. The
-recorder instead collects ``(id, version) -> count`` in memory and flushes every ``interval_s`` (1 s in the
-server) in one commit
-per distinct count (almost always one), through :meth:`MemoryStore.record_access`: still version-checked
-(a row edited since it was read is left alone, exactly as inline bookkeeping would leave it) and never
-bumping ``version``. A flush that fails is logged and dropped, like an inline update racing an edit; access
-counts are a ranking signal, not a ledger.
+Recall and get count each read. Logged inline that is one append to the ``access_log`` table per request (see
+``engram_pipeline.store.access_log``): a commit per read, and a fragment per commit. The recorder instead
+collects ``(agent, id, version) -> count`` in memory and appends it every ``interval_s`` (1 s in the server)
+in one commit. Nothing here touches ``memories``: the passes fold the log into the rows, version-checked and
+without bumping ``version``. An append that fails is logged and dropped; access counts are a ranking signal,
+not a ledger.
 
-Every commit also leaves a small fragment that recall scans outside the vector index until maintenance
-compacts it; at 100k rows, 50 ms flushes under steady recall load fragmented the table noticeably more than
-1 s flushes (``bench/bench_recall_latency.py``).
-
-``interval_s=0`` records synchronously (used by tests that read counts right after a request).
+``interval_s=0`` logs synchronously (used by tests that read counts right after a request).
 """
 
 from __future__ import annotations
@@ -31,14 +25,13 @@ if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 log = logging.getLogger(__name__)
-CHUNK = 500
 
 
 class AccessRecorder:
     def __init__(self, store: MemoryStore, *, interval_s: float = 1.0) -> None:
         self.store = store
         self.interval_s = interval_s
-        self._pending: Counter[tuple[str, int]] = Counter()
+        self._pending: Counter[tuple[str, str, int]] = Counter()
         self._last_at: datetime | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -62,11 +55,11 @@ class AccessRecorder:
         self.flush()
 
     def record(self, rows: Iterable[Memory]) -> None:
-        keys = [(str(r["id"]), int(r["version"])) for r in rows]
+        keys = [(str(r["agent_id"]), str(r["id"]), int(r["version"])) for r in rows]
         if not keys:
             return
-        if self._thread is None:  # not started (or synchronous mode): record inline
-            self.store.record_access([{"id": i, "version": v} for i, v in keys])
+        if self._thread is None:  # not started (or synchronous mode): log inline
+            self.store.log_access([_entry(k) for k in keys])
             self.commits += 1
             return
         with self._lock:
@@ -79,18 +72,18 @@ class AccessRecorder:
             at = self._last_at
         if not pending:
             return
-        by_times: dict[int, list[Memory]] = {}
-        for (memory_id, version), n in pending.items():
-            by_times.setdefault(n, []).append({"id": memory_id, "version": version})
-        for times, rows in sorted(by_times.items()):
-            try:
-                for start in range(0, len(rows), CHUNK):  # bound the size of one filter expression
-                    self.store.record_access(rows[start : start + CHUNK], times=times, at=at)
-                    self.commits += 1
-            except Exception:  # a ranking signal: never let bookkeeping take the server down
-                log.exception("access bookkeeping flush failed for %d rows", len(rows))
+        try:
+            self.store.log_access([_entry(k) for k in pending], times=list(pending.values()), at=at)
+            self.commits += 1
+        except Exception:  # a ranking signal: never let bookkeeping take the server down
+            log.exception("access log append failed for %d rows", len(pending))
         self.flushes += 1
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.flush()
+
+
+def _entry(key: tuple[str, str, int]) -> Memory:
+    agent_id, memory_id, version = key
+    return {"agent_id": agent_id, "id": memory_id, "version": version}

@@ -136,6 +136,7 @@ def decay_importance(
 ) -> DecayReport:
     """Re-score, re-status and prune one agent's memories; see the module docstring."""
     settings = store.settings
+    store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
     size = batch_size or settings.decay_batch_size

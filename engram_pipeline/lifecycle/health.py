@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, utcnow
+from engram_pipeline.store.access_log import overlay_pending
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
 STALE_DAYS = 30
 GRAPH_MAX_ROWS = 20_000
 WEIGHTS = {"contradiction": 0.35, "duplicate": 0.25, "stale": 0.20, "low_confidence": 0.20}
-_COLUMNS = ["id", "status", "superseded_by", "confidence", "access_count", "created_at", "last_accessed_at"]
+_COLUMNS = [
+    "id", "version", "status", "superseded_by", "confidence", "access_count", "created_at", "last_accessed_at",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def _share(part: int, whole: int) -> float:
 def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, graph: Any = None) -> HealthReport:
     """The health report of ``agent_id`` at ``now``; see the module docstring for the score."""
     now = now or utcnow()
-    rows = store.scan(agent_id, columns=_COLUMNS)
+    rows = overlay_pending(store.scan(agent_id, columns=_COLUMNS), store.pending_access(agent_id))  # read-only
     total = rows.num_rows
     status = rows["status"].to_pylist()
     hidden_by = pc.is_valid(rows["superseded_by"]).to_numpy(zero_copy_only=False)

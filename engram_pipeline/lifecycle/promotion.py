@@ -74,6 +74,7 @@ def promote_stm(
 ) -> PromotionReport:
     """Promote what earned durability, collapse what LTM already holds, sweep what expired."""
     settings = store.settings
+    store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
     stm = agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'")

@@ -21,6 +21,7 @@ from lancedb.index import BTree
 
 from engram_pipeline.embed import Embedder, get_embedder
 from engram_pipeline.model import (
+    ACCESS_LOG_SCHEMA,
     AUDIT_SCHEMA,
     CURSOR_SCHEMA,
     LINK_SCHEMA,
@@ -33,6 +34,7 @@ from engram_pipeline.model import (
     rows_to_table,
 )
 from engram_pipeline.settings import Settings
+from engram_pipeline.store.access_log import AccessLogMixin, overlay_pending
 from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry, cas_delete, cas_write
 from engram_pipeline.store.edits import EditsMixin
 from engram_pipeline.store.errors import (
@@ -55,7 +57,7 @@ class RememberResult:
     contradictions: tuple[dict[str, Any], ...] = field(default=())
 
 
-class MemoryStore(EditsMixin):
+class MemoryStore(EditsMixin, AccessLogMixin):
     """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``."""
 
     def __init__(self, db: Any, uri: str, settings: Settings, embedder: Embedder) -> None:
@@ -72,6 +74,7 @@ class MemoryStore(EditsMixin):
         self.audit = self._table("audit", AUDIT_SCHEMA, existing)
         self.plans = self._table("plans", PLAN_SCHEMA, existing)
         self.cursors = self._table("cursors", CURSOR_SCHEMA, existing)
+        self.access_log = self._table("access_log", ACCESS_LOG_SCHEMA, existing)
         if "memories" not in existing:
             self._create_scalar_indexes()
 
@@ -137,14 +140,16 @@ class MemoryStore(EditsMixin):
     def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory:
         """The row with this id, whatever its status. Raises :class:`MemoryNotFound`.
 
-        With ``agent_id`` the row must belong to that agent (else it is reported as not found).
+        With ``agent_id`` the row must belong to that agent (else it is reported as not found). Its
+        ``access_count`` and ``last_accessed_at`` include reads logged but not yet folded (not this one);
+        ``track_access`` logs this read.
         """
-        rows = self.get_many([memory_id])
-        if not rows or (agent_id is not None and rows[0]["agent_id"] != agent_id):
+        found = self.memories.search().where(eq("id", memory_id)).limit(None).to_arrow()
+        if not found.num_rows or (agent_id is not None and found["agent_id"][0].as_py() != agent_id):
             raise MemoryNotFound(memory_id)
-        row = rows[0]
+        row = overlay_pending(found, self.pending_access(ids=[memory_id])).to_pylist()[0]
         if track_access:
-            self.record_access([row])
+            self.log_access([row])
         return row
 
     def get_many(self, memory_ids: Sequence[str], *, columns: list[str] | None = None) -> list[Memory]:

@@ -174,23 +174,24 @@ class EditsMixin(RecordsMixin):
         )
         return after
 
-    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> None:
+    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> int:
         """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
 
         One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
-        meanwhile is left alone. ``times``/``at`` let a deferred recorder (the API's) fold many reads into one
-        commit.
+        meanwhile is left alone. ``times``/``at`` let the access-log fold apply many reads in one commit.
+        Returns the number of rows updated. Readers log their reads (:meth:`log_access`) rather than call this.
         """
         if not rows:
-            return
+            return 0
         cond = " OR ".join(f"(id = {lit(r['id'])} AND version = {int(r['version'])})" for r in rows)
         now = at or utcnow()
-        _with_retry(
+        result = _with_retry(
             lambda: self.memories.update(
                 where=cond,
                 values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
             )
         )
+        return int(result.rows_updated)
 
 
 def _ts_sql(ts: datetime) -> str:

@@ -20,7 +20,7 @@ from engram_pipeline.store.core import SCALAR_INDEXES
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
-TABLES = ("memories", "links", "audit", "plans", "cursors")
+TABLES = ("memories", "links", "audit", "plans", "cursors", "access_log")
 
 
 @dataclass(frozen=True)
@@ -31,30 +31,41 @@ class MaintenanceReport:
     retries: int
     indexes: tuple[str, ...]
     duration_s: float
+    accesses_folded: int = 0  # access-log entries folded into ``memories`` before compaction
 
 
 def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 6) -> MaintenanceReport:
-    """Compact every table, clean up versions older than ``keep``, and (re)build the scalar indexes."""
+    """Fold the access log, compact every table, clean up versions older than ``keep``, and (re)build the
+    scalar indexes (and the vector index, which compaction refreshes over the folded rows)."""
     start = time.perf_counter()
+    folded = store.fold_access(reindex=False)
     before: dict[str, int] = {}
     after: dict[str, int] = {}
     retries = 0
     for name in TABLES:
         table = getattr(store, name)
         before[name] = len(table.list_versions())
-        for n in range(attempts):
-            try:
-                table.optimize(cleanup_older_than=keep)
-                break
-            except Exception as exc:
-                if not is_retryable_conflict(exc) or n == attempts - 1:
-                    raise
-                retries += 1
-                table.checkout_latest()
-                time.sleep(0.05 * 2**n)
+        retries += optimize_table(table, keep=keep, attempts=attempts)
         after[name] = len(table.list_versions())
     indexes = _ensure_indexes(store)
-    return MaintenanceReport(TABLES, before, after, retries, indexes, time.perf_counter() - start)
+    return MaintenanceReport(
+        TABLES, before, after, retries, indexes, time.perf_counter() - start, accesses_folded=folded.entries
+    )
+
+
+def optimize_table(table: Any, *, keep: timedelta | None = None, attempts: int = 6) -> int:
+    """``table.optimize`` (compaction, index refresh, cleanup of versions older than ``keep``), retried on
+    commit conflicts; returns the number of retries."""
+    for n in range(attempts):
+        try:
+            table.optimize(cleanup_older_than=keep)
+            return n
+        except Exception as exc:
+            if not is_retryable_conflict(exc) or n == attempts - 1:
+                raise
+            table.checkout_latest()
+            time.sleep(0.05 * 2**n)
+    raise AssertionError("unreachable")
 
 
 def _ensure_indexes(store: MemoryStore) -> tuple[str, ...]:

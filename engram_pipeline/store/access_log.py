@@ -1,0 +1,197 @@
+"""Access bookkeeping through a side log: reads never rewrite ``memories`` rows.
+
+Recall and get count each read (``access_count`` + 1, ``last_accessed_at``). Written straight onto the memory
+rows, every flush rewrites the rows it touches into new fragments that the vector index does not cover, so
+recall under steady traffic slowed down until maintenance re-indexed (measured in
+``bench/bench_recall_latency.py``). Reads are appended to the ``access_log`` table instead (one commit per
+append, never touching ``memories``), and folded in by the passes that read access signals, at their start:
+
+1. **claim**: one ``update`` marks the unclaimed entries of the agent with this fold's id. Two folds racing
+   over the same entries conflict on that commit; the loser re-runs it and finds them claimed, so no entry
+   is applied twice.
+2. **apply**: the claimed entries, summed per ``(id, version)``, go through
+   :meth:`~engram_pipeline.store.edits.EditsMixin.record_access`: one commit per distinct count,
+   version-checked (an entry for a version that moved is dropped, exactly as inline bookkeeping racing an
+   edit would be) and never bumping ``version``. ``last_accessed_at`` becomes the latest read of the entries
+   that share a count, so it is exact to within one fold interval.
+3. **delete** the claimed entries.
+
+A fold that dies between claim and delete leaves entries claimed by a dead fold; the next fold deletes those
+once they are older than :data:`STALE_CLAIM` without applying them. Access counts are a ranking signal, not a
+ledger: they are applied at most once, never twice.
+
+Folded rows move to new fragments too, but once per fold rather than once per second, and when the rows
+outside the vector index pass ``ENGRAM_INDEX_REFRESH_ROWS`` the fold re-indexes (:func:`refresh_vector_index`).
+Readers that must see reads not yet folded (``get``, health, export) overlay the log with
+:func:`overlay_pending`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+import polars as pl
+import pyarrow as pa
+
+from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcnow
+from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.sql import eq, in_list, lit
+
+if TYPE_CHECKING:
+    from engram_pipeline.store.core import MemoryStore
+
+STALE_CLAIM = timedelta(hours=1)
+CHUNK = 500  # rows per filter expression of one record_access commit
+LOG_COMPACT_FRAGMENTS = 64  # compact the log once it has this many fragments (one per append)
+_TS = 'Timestamp(Microsecond, Some("UTC"))'
+
+
+@dataclass(frozen=True)
+class AccessFold:
+    entries: int  # log entries claimed and deleted
+    rows: int  # distinct (memory, version) pairs they named
+    applied: int  # of those, rows still at the version read, whose counts were added
+    dropped_stale_claims: int  # entries a dead fold had claimed, deleted unapplied
+    reindexed: bool  # whether the fold refreshed the vector index
+
+
+class AccessLogMixin:
+    """``log_access``, ``pending_access`` and ``fold_access``; mixed into :class:`MemoryStore`."""
+
+    access_log: Any
+    memories: Any
+
+    def log_access(self, rows: Sequence[Memory], *, times: int | Sequence[int] = 1, at: datetime | None = None) -> None:
+        """Count a read of each row (``id``, ``agent_id``, ``version`` as read) in one append to the log.
+
+        ``times`` is one count for every row or one per row (a deferred recorder folds many reads into one
+        entry). Nothing in ``memories`` changes until a fold.
+        """
+        if not rows:
+            return
+        counts = [int(times)] * len(rows) if isinstance(times, int) else [int(t) for t in times]
+        if len(counts) != len(rows) or min(counts) < 1:
+            raise ValueError("times must be positive, one count for all rows or one per row")
+        when = at or utcnow()
+        entries = [
+            {"id": r["id"], "agent_id": r["agent_id"], "version": int(r["version"]), "times": n, "at": when}
+            for r, n in zip(rows, counts, strict=True)
+        ]
+        table = rows_to_table(entries, ACCESS_LOG_SCHEMA)
+        _with_retry(lambda: self.access_log.add(table))
+
+    def pending_access(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """Reads not yet folded, summed per ``(id, version)``: columns ``id``, ``version``, ``times``, ``at``."""
+        conds = []
+        if agent_id is not None:
+            conds.append(eq("agent_id", agent_id))
+        if ids is not None:
+            if not ids:
+                return _summed(pl.DataFrame(schema=_LOG_FRAME))
+            conds.append(f"id IN {in_list(list(ids))}")
+        return _summed(self._read_log(" AND ".join(conds) or None))
+
+    def fold_access(
+        self, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
+    ) -> AccessFold:
+        """Fold the logged reads of ``agent_id`` (default: every agent) into ``memories``; see the module.
+
+        ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
+        """
+        store: MemoryStore = self  # type: ignore[assignment]
+        now = now or utcnow()
+        scope = eq("agent_id", agent_id) if agent_id is not None else "true"
+        if not self.access_log.count_rows(None if agent_id is None else scope):  # no commit when idle
+            return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store))
+        stale = (
+            f"{scope} AND claimed_by IS NOT NULL AND claimed_at < "
+            f"arrow_cast({lit((now - STALE_CLAIM).isoformat())}, '{_TS}')"
+        )
+        dropped = _with_retry(lambda: self.access_log.delete(stale)).num_deleted_rows
+        fold_id = uuid.uuid4().hex
+        claimed = _with_retry(
+            lambda: self.access_log.update(
+                where=f"{scope} AND claimed_by IS NULL",
+                values_sql={"claimed_by": lit(fold_id), "claimed_at": f"arrow_cast({lit(now.isoformat())}, '{_TS}')"},
+            )
+        ).rows_updated
+        if not claimed:
+            return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store))
+        mine = eq("claimed_by", fold_id)
+        summed = _summed(self._read_log(mine))
+        applied = 0
+        for (times,), group in summed.group_by("times"):
+            at = cast(datetime, group["at"].max())
+            rows = group.select("id", "version").to_dicts()
+            for start in range(0, len(rows), CHUNK):
+                applied += store.record_access(rows[start : start + CHUNK], times=int(times), at=at)
+        _with_retry(lambda: self.access_log.delete(mine))
+        _compact_log(self.access_log)
+        return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))
+
+    def _read_log(self, where: str | None) -> pl.DataFrame:
+        q = self.access_log.search()
+        if where:
+            q = q.where(where)
+        df = pl.from_arrow(q.select(list(_LOG_FRAME)).limit(None).to_arrow())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
+
+_LOG_FRAME: dict[str, pl.DataType] = {
+    "id": pl.String(),
+    "version": pl.Int64(),
+    "times": pl.Int64(),
+    "at": pl.Datetime("us", "UTC"),
+}
+
+
+def _summed(log: pl.DataFrame) -> pl.DataFrame:
+    return log.group_by("id", "version").agg(pl.col("times").sum(), pl.col("at").max()).sort("id", "version")
+
+
+def overlay_pending(rows: pa.Table, pending: pl.DataFrame) -> pa.Table:
+    """``rows`` (with ``id``, ``version``, ``access_count``, ``last_accessed_at``) as they will read once
+    ``pending`` (from :meth:`AccessLogMixin.pending_access`) is folded: reads of a version that moved meanwhile
+    do not count, as the fold will drop them."""
+    if pending.is_empty() or rows.num_rows == 0:
+        return rows
+    df = pl.from_arrow(rows)
+    assert isinstance(df, pl.DataFrame)
+    pending = pending.rename({"times": "_times", "at": "_at"})
+    joined = df.join(pending, on=["id", "version"], how="left", maintain_order="left")
+    read = pl.col("_times").is_not_null()
+    count = pl.col("access_count").fill_null(0) + pl.col("_times")
+    merged = joined.with_columns(
+        pl.when(read).then(count).otherwise(pl.col("access_count")).alias("access_count"),
+        pl.when(read)
+        .then(pl.max_horizontal("last_accessed_at", "_at"))
+        .otherwise("last_accessed_at")
+        .alias("last_accessed_at"),
+    ).drop("_times", "_at")
+    return merged.to_arrow().cast(rows.schema)
+
+
+def refresh_vector_index(store: MemoryStore, *, attempts: int = 6) -> bool:
+    """Re-index (``optimize``) once more than ``ENGRAM_INDEX_REFRESH_ROWS`` rows are outside the vector index."""
+    limit = store.settings.index_refresh_rows
+    if limit <= 0:
+        return False
+    stats = store.memories.index_stats("vector_idx")
+    if stats is None or int(stats.num_unindexed_rows) < limit:
+        return False
+    from engram_pipeline.store.maintenance import optimize_table  # maintenance imports the store
+
+    optimize_table(store.memories, attempts=attempts)
+    return True
+
+
+def _compact_log(log: Any) -> None:
+    from engram_pipeline.store.maintenance import optimize_table
+
+    if int(log.stats()["fragment_stats"]["num_fragments"]) >= LOG_COMPACT_FRAGMENTS:
+        optimize_table(log)

@@ -13,11 +13,11 @@ Measured in one run (each figure is a median; the reference it is compared with 
    sample is small (``--minilm-rows``); its rows/s extrapolate linearly because the per-batch cost is embedding.
 2. Recall latency p50/p95 for one agent among ``--agents`` agents, at each store size in ``--sizes``: the
    search itself (query vector given, no access bookkeeping), and the full ``recall(query)`` call with access
-   bookkeeping (one version-checked commit per call). Measured on a freshly imported store and again after
-   ``maintain()`` (compaction, plus the IVF_HNSW_SQ vector index once the table has
-   ``ENGRAM_VECTOR_INDEX_MIN_ROWS`` rows). Stores are filled with the hashing embedder (384 dimensions, the same
-   as MiniLM, so the search cost is the same); the MiniLM query-embedding time is reported separately and adds
-   to a MiniLM recall.
+   bookkeeping (one append to the ``access_log`` table per call; the rows are untouched until a fold).
+   Measured on a freshly imported store and again after ``maintain()`` (compaction, plus the IVF_HNSW_SQ
+   vector index once the table has ``ENGRAM_VECTOR_INDEX_MIN_ROWS`` rows). Stores are filled with the hashing
+   embedder (384 dimensions, the same as MiniLM, so the search cost is the same); the MiniLM query-embedding
+   time is reported separately and adds to a MiniLM recall.
 """
 
 from __future__ import annotations

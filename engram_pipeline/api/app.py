@@ -37,7 +37,7 @@ def create_app(
 ) -> FastAPI:
     """The FastAPI app over ``store`` (opened from ``settings`` at startup when not given).
 
-    ``access_interval_s`` is how often deferred access bookkeeping is flushed (0 records inline).
+    ``access_interval_s`` is how often the reads collected are appended to the access log (0: inline).
     """
     if settings is None:
         settings = store.settings if store is not None else Settings.from_env()
@@ -125,7 +125,7 @@ def serve(host: str, port: int, settings: Settings, *, log_level: str = "info", 
     """Serve the API with uvicorn (blocking). Refuses a non-loopback ``host`` when no API keys are set.
 
     Raises ``SettingsError`` with a message for the user on a refused bind or a malformed key list.
-    ``access_interval_s`` is the flush interval of access bookkeeping (0: one commit per request).
+    ``access_interval_s`` is the flush interval of access bookkeeping (0: one access-log append per request).
     """
     import uvicorn
 

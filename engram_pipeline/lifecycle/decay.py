@@ -70,6 +70,7 @@ class DecayReport:
     pruned: int
     skipped_concurrent_edit: int
     cursor: dict[str, Any]
+    accesses_folded: int = 0  # access-log entries folded into the rows before scoring them
 
 
 def decide(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
@@ -136,7 +137,7 @@ def decay_importance(
 ) -> DecayReport:
     """Re-score, re-status and prune one agent's memories; see the module docstring."""
     settings = store.settings
-    store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
+    folded = store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
     size = batch_size or settings.decay_batch_size
@@ -162,6 +163,7 @@ def decay_importance(
         pruned=totals["pruned"],
         skipped_concurrent_edit=totals["skipped_concurrent_edit"],
         cursor=summary,
+        accesses_folded=folded.entries,
     )
 
 

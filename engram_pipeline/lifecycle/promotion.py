@@ -53,6 +53,7 @@ class PromotionReport:
     expired: int
     skipped_concurrent_edit: int
     cursor: dict[str, Any]
+    accesses_folded: int = 0  # access-log entries folded into the rows before reading them
 
 
 def eligible(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
@@ -74,7 +75,7 @@ def promote_stm(
 ) -> PromotionReport:
     """Promote what earned durability, collapse what LTM already holds, sweep what expired."""
     settings = store.settings
-    store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
+    folded = store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
     stm = agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'")
@@ -92,7 +93,7 @@ def promote_stm(
         for key, value in counts.items():
             totals[key] += value
     summary = cursor.finish(**{f"total_{k}": v for k, v in totals.items()})
-    return PromotionReport(**totals, cursor=summary)
+    return PromotionReport(**totals, cursor=summary, accesses_folded=folded.entries)
 
 
 def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame) -> pl.DataFrame:

@@ -10,7 +10,7 @@ append, never touching ``memories``), and folded in by the passes that read acce
    over the same entries conflict on that commit; the loser re-runs it and finds them claimed, so no entry
    is applied twice.
 2. **apply**: the claimed entries, summed per ``(id, version)``, go through
-   :meth:`~engram_pipeline.store.edits.EditsMixin.record_access`: one commit per distinct count,
+   :meth:`~engram_pipeline.store.edits.EditsMixin.record_access`: one commit per distinct count (a handful),
    version-checked (an entry for a version that moved is dropped, exactly as inline bookkeeping racing an
    edit would be) and never bumping ``version``. ``last_accessed_at`` becomes the latest read of the entries
    that share a count, so it is exact to within one fold interval.
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
 STALE_CLAIM = timedelta(hours=1)
-CHUNK = 500  # rows per filter expression of one record_access commit
 LOG_COMPACT_FRAGMENTS = 64  # compact the log once it has this many fragments (one per append)
 _TS = 'Timestamp(Microsecond, Some("UTC"))'
 
@@ -126,9 +125,7 @@ class AccessLogMixin:
         applied = 0
         for (times,), group in summed.group_by("times"):
             at = cast(datetime, group["at"].max())
-            rows = group.select("id", "version").to_dicts()
-            for start in range(0, len(rows), CHUNK):
-                applied += store.record_access(rows[start : start + CHUNK], times=int(times), at=at)
+            applied += store.record_access(group.select("id", "version").to_dicts(), times=int(times), at=at)
         _with_retry(lambda: self.access_log.delete(mine))
         _compact_log(self.access_log)
         return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))

@@ -15,6 +15,8 @@ Measured, each as p50 / p99 over ``--queries`` random (agent, query) pairs:
   and a re-index once ``ENGRAM_INDEX_REFRESH_ROWS`` rows are outside the index), then in-process recall
   again;
 * recall@10 of the filtered vector search against an exact numpy search over the agent's rows;
+* with ``--fold-cycles N``: N cycles of 1000 recalls whose reads are logged and then folded, with the p50,
+  fragments and index segments after each, then maintenance (the drift between maintenance runs);
 * with ``--minilm``: the time MiniLM takes to embed one query (what it adds to every recall).
 
 Ratios are quoted against the in-process recall measured in the same run.
@@ -165,6 +167,34 @@ def fold(store: MemoryStore) -> dict:
     return {**asdict(report), "seconds": round(time.perf_counter() - t, 2)}
 
 
+def fold_cycles(store: MemoryStore, agents: int, cycles: int, seed: int) -> dict:
+    """Steady traffic: each cycle logs 1000 recalls' reads (one append per 60, a second at 60 recalls/s) and
+    folds them, as promotion does every 5 minutes; then in-process p50 on a fixed probe. Maintenance last."""
+    probe = queries(agents, 300, seed + 99)
+
+    def shape() -> dict:
+        index = store.memories.index_stats("vector_idx")
+        segments = int(index.num_indices) if index is not None else 0
+        return {**fragments(store), "index_segments": segments, **pct(in_process(store, probe, track_access=False))}
+
+    out: dict = {"start": shape(), "cycles": []}
+    for cycle in range(cycles):
+        qs = queries(agents, 1000, seed + 1000 + cycle)
+        for start in range(0, len(qs), 60):
+            hits = []
+            for agent, q in qs[start : start + 60]:
+                hits += [h.memory for h in store.recall(agent, q, k=10, track_access=False, with_vectors=False)]
+            store.log_access(hits)
+        t = time.perf_counter()
+        report = store.fold_access()
+        fold_s = round(time.perf_counter() - t, 2)
+        out["cycles"].append({"fold_s": fold_s, "rows": report.rows, "reindexed": report.reindexed, **shape()})
+    t = time.perf_counter()
+    built = store.maintain().indexes
+    out["maintain"] = {"seconds": round(time.perf_counter() - t, 1), "indexes_built": list(built), **shape()}
+    return out
+
+
 def recall_at_10(store: MemoryStore, qs: list[tuple[str, str]]) -> dict[str, float]:
     """The 10 nearest of recall's candidate search (index if built, 40 candidates, exact re-rank) against
     exact cosine over the agent's rows; and the time of a flat scan instead."""
@@ -183,7 +213,7 @@ def recall_at_10(store: MemoryStore, qs: list[tuple[str, str]]) -> dict[str, flo
         ann_t.append(time.perf_counter() - t)
         t = time.perf_counter()
         flat = store.memories.search(qv).metric("cosine").where(eq("agent_id", agent), prefilter=True).limit(10)
-        flat.bypass_vector_index().select(["id"]).to_arrow()
+        flat.bypass_vector_index().select(["id", "_distance"]).to_arrow()
         flat_t.append(time.perf_counter() - t)
         hits.append(len(exact & got) / 10)
     return {
@@ -221,6 +251,7 @@ def main() -> None:
     ap.add_argument("--index-min-rows", type=int, default=None, help="override ENGRAM_VECTOR_INDEX_MIN_ROWS")
     ap.add_argument("--dir", default=None, help="store directory (reused if it holds a store; default: temp)")
     ap.add_argument("--minilm", action="store_true")
+    ap.add_argument("--fold-cycles", type=int, default=0, help="cycles of logged recalls and a fold")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -263,6 +294,8 @@ def main() -> None:
             for k in ("in_process_logged", "http_deferred_log_1s", "in_process_after_fold", "http_inline_log")
         }
         out["vector_search_after_fold"] = recall_at_10(store, qs[: args.recall_queries])
+        if args.fold_cycles:
+            out["fold_cycles"] = fold_cycles(store, args.agents, args.fold_cycles, args.seed)
         if args.minilm:
             out["minilm_query_embedding"] = minilm_query_cost(50)
         print(json.dumps(out, indent=2))

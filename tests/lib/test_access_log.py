@@ -18,6 +18,7 @@ from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.model import utcnow
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.maintenance import MAX_VECTOR_SEGMENTS
 
 
 def versions(table: Any) -> int:
@@ -92,7 +93,7 @@ def test_racing_folds_apply_each_read_once(store_uri: str, settings: Settings) -
         t.join()
     assert sum(f.entries for f in folds) == 100
     counts = [r["access_count"] for r in store.get_many([r["id"] for r in rows])]
-    assert counts == [5] * 20 and store.access_log.count_rows() == 0
+    assert counts == [5] * 20 and store.access_log.count_rows() == 0  # every row the same: order is moot
 
 
 def test_reads_logged_during_a_fold_wait_for_the_next(store: MemoryStore, monkeypatch: Any) -> None:
@@ -145,3 +146,19 @@ def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings
     store.log_access(rows[50:200])
     assert store.fold_access("alice").reindexed
     assert store.memories.index_stats("vector_idx").num_unindexed_rows == 0
+
+
+def test_maintenance_rebuilds_an_index_split_by_refreshes(store_uri: str, settings: Settings) -> None:
+    store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=1))
+    rows = distinct_rows(store, 300)
+    store.maintain()
+    for start in range(0, 10 * 20, 20):  # ten folds, each re-indexing the rows it rewrote
+        store.log_access(rows[start : start + 20])
+        assert store.fold_access("alice").reindexed
+    assert store.memories.index_stats("vector_idx").num_indices > MAX_VECTOR_SEGMENTS
+    assert "vector" in store.maintain().indexes
+    stats = store.memories.index_stats("vector_idx")
+    assert (stats.num_indices, stats.num_unindexed_rows) == (1, 0)
+    assert store.memories.stats()["fragment_stats"]["num_fragments"] == 1
+    count = {r["id"]: r["access_count"] for r in store.get_many([r["id"] for r in rows])}
+    assert [count[r["id"]] for r in rows] == [1] * 200 + [0] * 100

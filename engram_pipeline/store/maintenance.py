@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from lancedb.index import BTree
+from lancedb.index import BTree, IvfHnswSq
 
 from engram_pipeline.store.cas import is_retryable_conflict
 from engram_pipeline.store.core import SCALAR_INDEXES
@@ -90,7 +90,8 @@ def _ensure_indexes(store: MemoryStore) -> tuple[str, ...]:
             return tuple(built)
     elif store.memories.count_rows() < store.settings.vector_index_min_rows:
         return tuple(built)
-    store.memories.create_index(metric="cosine", index_type="IVF_HNSW_SQ", vector_column_name="vector", replace=True)
+    # The column goes first: with ``config`` LanceDB reads that argument as the column, not the metric.
+    store.memories.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
     built.append("vector")
     return tuple(built)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from engram_pipeline.model import Memory, utcnow
-from engram_pipeline.store.sql import in_list
+from engram_pipeline.store.sql import at_versions
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -112,20 +112,7 @@ def _attempt(
         # hidden row without its pre-image; events of rows the commit did not apply are dropped after it.
         actor, action, run_id = audit
         event_ids = {c["id"]: _event_id(run_id, action, c["id"], int(c["version"])) for c in changes}
-        store.record_audit(
-            [
-                {
-                    "event_id": event_ids[i],
-                    "memory_id": i,
-                    "agent_id": pre_by_id[i]["agent_id"],
-                    "action": action,
-                    "before": pre_by_id[i],
-                }
-                for i in ids
-            ],
-            actor=actor,
-            run_id=run_id,
-        )
+        _write_ahead(store, pre_by_id, event_ids, actor=actor, action=action, run_id=run_id)
     token = uuid.uuid4().hex
     now = utcnow()
     schema = store.memory_schema
@@ -173,35 +160,35 @@ def cas_delete(
     skipped = [i for i in expected if i not in live_set]
     if not live:
         return CasResult((), tuple(skipped))
-    # One clause per distinct expected version (not per row): a prune of thousands of rows stays a short filter.
-    by_version: dict[int, list[str]] = {}
-    for i in live:
-        by_version.setdefault(int(expected[i]), []).append(i)
-    cond = " OR ".join(f"(version = {v} AND id IN {in_list(ids)})" for v, ids in sorted(by_version.items()))
+    cond = at_versions({i: expected[i] for i in live})
     # Write-ahead: the pre-images go to the audit before the delete, so a process killed between the two
     # commits leaves an event, never a row gone without one. With a run id the event ids are deterministic,
     # so the resumed run (same run id) that deletes the row does not record it twice.
     event_ids = {i: _event_id(run_id, action, i, int(expected[i])) for i in live}
-    store.record_audit(
-        [
-            {
-                "event_id": event_ids[i],
-                "memory_id": i,
-                "agent_id": pre[i]["agent_id"],
-                "action": action,
-                "before": pre[i],
-            }
-            for i in live
-        ],
-        actor=actor,
-        run_id=run_id,
-    )
+    _write_ahead(store, pre, event_ids, actor=actor, action=action, run_id=run_id)
     _with_retry(lambda: store.memories.delete(cond))
     remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
     applied = [i for i in live if i not in remaining]
     skipped += [i for i in live if i in remaining]
     store.drop_audit_events([event_ids[i] for i in live if i in remaining])
     return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
+
+
+def _write_ahead(
+    store: MemoryStore,
+    pre: dict[str, Memory],
+    event_ids: dict[str, str],
+    *,
+    actor: str,
+    action: str,
+    run_id: str | None,
+) -> None:
+    """Audit the pre-image of every row in ``event_ids`` before the commit that changes or deletes it."""
+    events = [
+        {"event_id": e, "memory_id": i, "agent_id": pre[i]["agent_id"], "action": action, "before": pre[i]}
+        for i, e in event_ids.items()
+    ]
+    store.record_audit(events, actor=actor, run_id=run_id)
 
 
 def _event_id(run_id: str | None, action: str, memory_id: str, version: int) -> str:

@@ -15,7 +15,7 @@ from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
 from engram_pipeline.store.errors import InvalidInput, NothingToRestore, VersionConflict
 from engram_pipeline.store.records import RecordsMixin
-from engram_pipeline.store.sql import in_list, lit
+from engram_pipeline.store.sql import at_versions, lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -183,9 +183,7 @@ class EditsMixin(RecordsMixin):
         """
         if not rows:
             return 0
-        # One IN list of "id#version" keys: a single commit for thousands of rows, with no deep OR chain to parse.
-        keys = [f"{r['id']}#{int(r['version'])}" for r in rows]
-        cond = f"concat(id, '#', CAST(version AS VARCHAR)) IN {in_list(keys)}"
+        cond = at_versions({r["id"]: int(r["version"]) for r in rows})
         now = at or utcnow()
         result = _with_retry(
             lambda: self.memories.update(

@@ -12,7 +12,7 @@ memory ids are user input. A string literal doubles its single quotes; nothing e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 def lit(value: str | int | float | bool) -> str:
@@ -36,3 +36,18 @@ def in_list(values: Iterable[str]) -> str:
 
 def eq(column: str, value: str | int | float | bool) -> str:
     return f"{column} = {lit(value)}"
+
+
+def at_versions(expected: Mapping[str, int]) -> str:
+    """Rows whose ``id`` is a key of ``expected`` and whose ``version`` is its value. One clause per distinct
+    version, not per row: a filter over thousands of rows stays short, and the ``IN`` lists use the id index.
+
+    >>> at_versions({"a": 1, "b": 1, "c": 2})
+    "(version = 1 AND id IN ('a', 'b')) OR (version = 2 AND id IN ('c'))"
+    """
+    by_version: dict[int, list[str]] = {}
+    for memory_id, version in expected.items():
+        by_version.setdefault(int(version), []).append(memory_id)
+    if not by_version:
+        raise ValueError("at_versions needs at least one row")
+    return " OR ".join(f"(version = {v} AND id IN {in_list(ids)})" for v, ids in sorted(by_version.items()))

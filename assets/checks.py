@@ -29,15 +29,16 @@ SUPERSEDED = "superseded_rows_have_canonical"
 CONTRADICTED = "contradicted_rows_have_partner"
 HIDDEN = "hidden_rows_have_audit_pre_image"
 VERSIONS = "versions_never_go_backwards"
+HELD = "only_held_rows_leave_recall"
 
 # Which invariants each pass could break, so which checks run after it.
 GUARDS: list[tuple[AssetsDefinition, tuple[str, ...]]] = [
     (stm_promotion, (HIDDEN, VERSIONS)),
-    (importance_decay, (HIDDEN, SUPERSEDED, VERSIONS)),  # pruning a canonical would strand its duplicates
-    (confidence_decay, (HIDDEN, VERSIONS)),
+    (importance_decay, (HIDDEN, SUPERSEDED, HELD, VERSIONS)),  # pruning a canonical would strand its duplicates
+    (confidence_decay, (HIDDEN, HELD, VERSIONS)),
     (contradictions, (CONTRADICTED, SUPERSEDED, VERSIONS)),
     (corpus_merge_apply, (SUPERSEDED, HIDDEN, VERSIONS)),
-    (archival, (HIDDEN, VERSIONS)),
+    (archival, (HIDDEN, HELD, VERSIONS)),
 ]
 
 

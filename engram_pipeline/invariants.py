@@ -10,6 +10,9 @@ pass (``assets/checks.py``); the API or CLI can run them too.
   of the store or was hidden with a pre-image (so ``restore`` can bring it back).
 - :func:`hidden_rows_have_audit_pre_image`: every archived or superseded row, and every row that left the
   ``memories`` table (pruned, deleted), has an audit event that took it out of recall with its full pre-image.
+- :func:`only_held_rows_leave_recall`: under the ``safe`` retention policy, every row a pass archived (and that
+  is still archived) is held by a visible derived row or a canonical, and every row decay pruned was a merged
+  duplicate (:mod:`engram_pipeline.lifecycle.retention`). Under ``seed`` it passes with nothing checked.
 - :func:`versions_never_go_backwards`: no row's version is below the one the previous check saw. The versions
   seen are kept in the ``cursors`` table (pass ``invariants/versions``), as a running maximum per id.
 
@@ -18,7 +21,7 @@ pass (``assets/checks.py``); the API or CLI can run them too.
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
 >>> _ = store.remember("alice", "User prefers dark mode")
 >>> [r.passed for r in check_all(store, "alice")]
-[True, True, True, True]
+[True, True, True, True, True]
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from engram_pipeline.lifecycle.retention import SEED, holders
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.records import HIDING_ACTIONS
-from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.sql import eq, in_list, lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -160,6 +164,43 @@ def hidden_rows_have_audit_pre_image(store: MemoryStore, agent_id: str) -> Invar
     )
 
 
+# Actors whose archive / prune events the retention policy governs (a person's delete or archive is theirs).
+RETENTION_ACTORS = {"archive": ("consolidation", "confidence_decay"), "prune": ("ltm_decay",)}
+
+
+def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantResult:
+    """Under the ``safe`` retention policy, what a pass archived or pruned was held elsewhere."""
+    name = "only_held_rows_leave_recall"
+    if store.settings.retention_policy == SEED:
+        return _result(name, agent_id, 0, [], policy=SEED)
+    conds = " OR ".join(f"(action = {lit(a)} AND actor IN {in_list(actors)})" for a, actors in RETENTION_ACTORS.items())
+    events = store.audit.search().where(f"{eq('agent_id', agent_id)} AND ({conds})")
+    table = events.select(["memory_id", "action"]).limit(None).to_arrow()
+    archived = {
+        m for m, a in zip(table["memory_id"].to_pylist(), table["action"].to_pylist(), strict=True) if a == "archive"
+    }
+    pruned = set(table["memory_id"].to_pylist()) - archived
+    held = holders(store, agent_id)
+    still = {r["id"] for r in _rows(store, agent_id, ["id", "status"], "status = 'archived'")} & archived
+    gone = pruned - _present(store, pruned) if pruned else set()
+    merged_links = (
+        {
+            lk["src_id"] if lk["rel"] == "duplicate-of" else lk["dst_id"]
+            for lk in store.links_of(sorted(gone))
+            if lk["rel"] in MERGE_RELS
+        }
+        if gone
+        else set()
+    )
+    problems = [
+        {"id": m, "problem": "archived by a pass, but nothing visible holds it"}
+        for m in still
+        if not held.may_archive(m)
+    ]
+    problems += [{"id": m, "problem": "pruned by decay without being a merged duplicate"} for m in gone - merged_links]
+    return _result(name, agent_id, len(still) + len(gone), problems, archived=len(still), pruned=len(gone))
+
+
 def versions_never_go_backwards(store: MemoryStore, agent_id: str, *, record: bool = True) -> InvariantResult:
     """No row's version is below the highest version an earlier check saw; with ``record``, remember these.
 
@@ -192,6 +233,7 @@ INVARIANTS: dict[str, Callable[[MemoryStore, str], InvariantResult]] = {
     "superseded_rows_have_canonical": superseded_rows_have_canonical,
     "contradicted_rows_have_partner": contradicted_rows_have_partner,
     "hidden_rows_have_audit_pre_image": hidden_rows_have_audit_pre_image,
+    "only_held_rows_leave_recall": only_held_rows_leave_recall,
     "versions_never_go_backwards": versions_never_go_backwards,
 }
 

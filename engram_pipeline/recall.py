@@ -7,10 +7,18 @@ filter by confidence.
 
 Ranking over the nearest candidates::
 
-    score = w_sim * similarity + w_rec * 0.5 ** (age_days / 30) + w_imp * importance
+    score = w_sim * similarity + w_rec * 0.5 ** (age_days / 30) + w_imp * significance
 
 with ``w = (0.7, 0.2, 0.1)`` by default (``ENGRAM_RECALL_WEIGHT_*``) and age from the last access, else
-creation. Recall then logs a read of what it returned (one append to the access log; the passes fold it into
+creation. ``significance`` is the importance score without its own recency factor
+(:func:`engram_pipeline.scoring.significance`): age is weighed once, by the recency term.
+
+Evidence: a derived hit (a belief, procedure or schema) carries, in ``RecallHit.evidence``, up to ``evidence``
+(default 3) of the memories it was derived from (``derived-from`` links) that this recall would otherwise hide,
+best match first. Those are the episodes the retention policy archived once they were consolidated
+(:mod:`engram_pipeline.lifecycle.retention`), so a question answered by an old turn still finds the turn.
+
+Recall then logs a read of what it returned (one append to the access log; the passes fold it into
 the rows, see ``engram_pipeline.store.access_log``), so recall never rewrites the rows it searches.
 """
 
@@ -18,15 +26,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engram_pipeline.model import CONFIDENCE_TIERS, Memory, utcnow
+from engram_pipeline.scoring import significance
 from engram_pipeline.store.errors import InvalidInput
 from engram_pipeline.store.sql import eq, lit
+from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -37,12 +47,17 @@ MAX_K = 100
 _NOT_SERVED = ("vector", "write_token")
 
 
+MAX_EVIDENCE = 10
+
+
 @dataclass(frozen=True)
 class RecallHit:
     memory: Memory
     score: float
     similarity: float
     recency: float
+    # hidden sources of a derived hit, best match first (see the module docstring)
+    evidence: tuple[Memory, ...] = field(default=())
 
 
 def visibility_filter(
@@ -95,14 +110,19 @@ def recall(
     track_access: bool = True,
     now: datetime | None = None,
     with_vectors: bool = True,
+    evidence: int = 3,
 ) -> list[RecallHit]:
     """The ``k`` best memories of ``agent_id`` for a ``query`` text or a ``vector`` (exactly one).
+
+    ``evidence`` (0..10) bounds the hidden sources attached to each derived hit; 0 attaches none.
 
     ``with_vectors=False`` leaves ``vector`` (and the internal ``write_token``) out of the returned rows (the
     API does not send them; not reading and converting vectors saves a few milliseconds per recall).
     """
-    if not isinstance(k, int) or not 1 <= k <= MAX_K:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InvalidInput(f"k must be an integer within 1..{MAX_K}; got {k!r}")
+    if isinstance(evidence, bool) or not isinstance(evidence, int) or not 0 <= evidence <= MAX_EVIDENCE:
+        raise InvalidInput(f"evidence must be an integer within 0..{MAX_EVIDENCE}; got {evidence!r}")
     if (query is None) == (vector is None):
         raise InvalidInput("give exactly one of query or vector")
     if query is not None and not query.strip():
@@ -125,17 +145,55 @@ def recall(
     sim = 1.0 - np.array([h["_distance"] for h in hits], dtype=np.float64)
     age = np.array([_age_days(h, now) for h in hits])
     recency = np.exp(-math.log(2.0) * age / s.recall_recency_half_life_days)
-    importance = np.array([h["importance"] or 0.0 for h in hits])
+    importance = np.array([significance(h["importance"], h.get("importance_factors")) for h in hits])
     score = s.recall_weight_similarity * sim + s.recall_weight_recency * recency
     score += s.recall_weight_importance * importance
     order = np.lexsort((np.array([h["id"] for h in hits]), -score))[:k]
-    out = []
-    for i in order:
-        row = {key: v for key, v in hits[i].items() if key != "_distance"}
-        out.append(RecallHit(row, float(score[i]), float(sim[i]), float(recency[i])))
+    rows = [{key: v for key, v in hits[i].items() if key != "_distance"} for i in order]
+    found = _evidence(store, rows, qvec, limit=evidence, with_vectors=with_vectors) if evidence else {}
+    out = [
+        RecallHit(row, float(score[i]), float(sim[i]), float(recency[i]), found.get(row["id"], ()))
+        for row, i in zip(rows, order, strict=True)
+    ]
     if track_access:
-        store.log_access([h.memory for h in out])
+        store.log_access([m for h in out for m in (h.memory, *h.evidence)])
     return out
+
+
+def _evidence(
+    store: MemoryStore, rows: list[Memory], qvec: Sequence[float], *, limit: int, with_vectors: bool
+) -> dict[str, tuple[Memory, ...]]:
+    """For each derived row among ``rows``, up to ``limit`` of its hidden sources (archived, or superseded),
+    by cosine to ``qvec``. One links lookup and one read of the sources, only when a derived row was hit."""
+    derived = [r["id"] for r in rows if r.get("source") == "derived"]
+    if not derived:
+        return {}
+    mine = set(derived)
+    links = [x for x in store.links_of(derived, rel="derived-from") if x["src_id"] in mine]
+    if not links:
+        return {}
+    agent = rows[0]["agent_id"]
+    shown = {r["id"] for r in rows}
+    wanted = sorted({x["dst_id"] for x in links} - shown)
+    sources = {r["id"]: r for r in store.get_many(wanted) if r["agent_id"] == agent and not is_visible(r)}
+    q = np.asarray(qvec, dtype=np.float64)
+    q = q / (np.linalg.norm(q) or 1.0)
+
+    def cosine(r: Memory) -> float:
+        v = np.asarray(r.get("vector") if r.get("vector") is not None else (), dtype=np.float64)
+        return float(v @ q / (np.linalg.norm(v) or 1.0)) if v.size == q.size else 0.0
+
+    out: dict[str, tuple[Memory, ...]] = {}
+    for mid in derived:
+        held = [sources[i] for i in dict.fromkeys(x["dst_id"] for x in links if x["src_id"] == mid) if i in sources]
+        best = sorted(held, key=lambda r: (-cosine(r), r["id"]))[:limit]
+        if best:
+            out[mid] = tuple(_served(r, with_vectors) for r in best)
+    return out
+
+
+def _served(row: Memory, with_vectors: bool) -> Memory:
+    return row if with_vectors else {k: v for k, v in row.items() if k not in _NOT_SERVED}
 
 
 def candidates(

@@ -25,6 +25,7 @@ in one vectorized pass and returns each row's factors as JSON text, for the ``im
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Any
@@ -70,14 +71,33 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
     raw = raw + f.field("tag") + f.field("pin")
     score = (raw * f.field("recency")).clip(0.0, 1.0)
     score = pl.when(pl.col("_pinned")).then(pl.max_horizontal(score, pl.lit(0.9))).otherwise(score)
+    # The score without its recency factor: what recall ranks on, since recall weighs recency on its own and
+    # counting age twice ranks a month-old fact below yesterday's small talk (bench_decay_safety.py).
+    significance = raw.clip(0.0, 1.0)
+    significance = pl.when(pl.col("_pinned")).then(pl.max_horizontal(significance, pl.lit(0.9))).otherwise(significance)
     # Rounded: polars' exp() may differ in the last bits between frame sizes (SIMD lanes), and a re-score of
     # unchanged rows at the same instant must compare equal, or a second decay pass would rewrite them.
     score = score.round(DIGITS)
     rounded = [pl.field(name).round(DIGITS) for name in FACTORS]
     return out.select(
         score.alias("importance"),
-        pl.col("f").struct.with_fields(*rounded, score=score).struct.json_encode().alias("importance_factors"),
+        pl.col("f")
+        .struct.with_fields(
+            *rounded, score=score, significance=significance.round(DIGITS), scored_at=pl.lit(now.isoformat())
+        )
+        .struct.json_encode()
+        .alias("importance_factors"),
     )
+
+
+def significance(importance: float | None, factors: str | None) -> float:
+    """What recall ranks on: the last score's ``significance`` (importance without the recency factor) when
+    the row was scored, else its stored importance (a row no pass has scored yet)."""
+    if factors:
+        value = json.loads(factors).get("significance")
+        if value is not None:
+            return float(value)
+    return float(importance or 0.0)
 
 
 def importance_of(row: dict[str, Any], *, now: datetime, half_life_days: float) -> tuple[float, str]:

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 CONTRADICTION_POLICIES = ("flag", "supersede")
+# What may leave recall (engram_pipeline/lifecycle/retention.py): "safe" only what is held elsewhere;
+# "seed" the inherited score/age pruning and confidence archival.
+RETENTION_POLICIES = ("safe", "seed")
 
 # Fields that an embedder's calibrated threshold profile may set when the variable is not set explicitly.
 PROFILE_FIELDS = (
@@ -66,6 +69,7 @@ class Settings:
     stale_threshold: float = _env("MEMORY_DECAY_STALE_SCORE_THRESHOLD", 0.3, unit=True)
     prune_threshold: float = _env("MEMORY_DECAY_PRUNE_SCORE_THRESHOLD", 0.15, unit=True)
     prune_older_than_days: float = _env("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", 30.0)
+    retention_policy: str = _env("ENGRAM_RETENTION_POLICY", "safe")
     # dedup, contradictions, corpus merge
     duplicate_threshold: float = _env("MEMORY_DUPLICATE_THRESHOLD", 0.97, unit=True)
     contradiction_threshold: float = _env("MEMORY_CONTRADICTION_THRESHOLD", 0.8, unit=True)
@@ -160,6 +164,10 @@ class Settings:
             raise SettingsError(
                 f"MEMORY_CONTRADICTION_POLICY={self.contradiction_policy!r}: must be one of "
                 f"{', '.join(CONTRADICTION_POLICIES)}"
+            )
+        if self.retention_policy not in RETENTION_POLICIES:
+            raise SettingsError(
+                f"ENGRAM_RETENTION_POLICY={self.retention_policy!r}: must be one of {', '.join(RETENTION_POLICIES)}"
             )
         if self.prune_threshold > self.stale_threshold:
             raise SettingsError(

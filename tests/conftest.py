@@ -19,10 +19,20 @@ if os.environ.get("CI"):
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 
+# The inherited retention policy (prune by score and age, archive by confidence alone), for the tests of
+# those mechanics; the default `safe` policy lets go only of what is held elsewhere (test_retention.py).
+SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}
+
 
 @pytest.fixture
 def settings() -> Settings:
     return Settings.from_env({"ENGRAM_EMBEDDER": "hashing"})
+
+
+@pytest.fixture
+def seed_store(store_uri: str) -> MemoryStore:
+    """A store under the `seed` retention policy."""
+    return MemoryStore.open(store_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY}))
 
 
 @pytest.fixture

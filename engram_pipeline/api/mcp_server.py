@@ -111,7 +111,15 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
             min_confidence=minConfidence,
             with_vectors=False,
         )
-        data = [{"memory": _memory(h.memory), "score": h.score, "similarity": h.similarity} for h in hits]
+        data = [
+            {
+                "memory": _memory(h.memory),
+                "score": h.score,
+                "similarity": h.similarity,
+                **({"evidence": [_memory(e) for e in h.evidence]} if h.evidence else {}),
+            }
+            for h in hits
+        ]
         return {"data": data, "count": len(data)}
 
     @server.tool(description="One memory by id, with its current version (pass it to update_memory).")

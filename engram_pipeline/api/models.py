@@ -104,6 +104,9 @@ class RecallRequest(Request):
     include_archived: bool = False
     tiers: Annotated[list[ConfidenceTier], Field(min_length=1)] | None = None
     min_confidence: Unit | None = None
+    evidence: Annotated[
+        int, Field(ge=0, le=10, description="hidden sources (archived episodes) attached to each derived hit")
+    ] = 3
 
     @model_validator(mode="after")
     def _one_probe(self) -> RecallRequest:
@@ -173,6 +176,9 @@ class RecallHitOut(BaseModel):
     score: float
     similarity: float
     recency: float
+    evidence: list[MemoryOut] = Field(
+        default_factory=list, description="for a derived hit: the archived memories it was derived from"
+    )
 
 
 class RecallResponse(BaseModel):

@@ -1,4 +1,7 @@
-"""Consolidation stage 5: archive what faded (confidence below ``ENGRAM_ARCHIVE_CONFIDENCE``, default 0.40).
+"""Consolidation stage 5: archive what faded (confidence below ``ENGRAM_ARCHIVE_CONFIDENCE``, default 0.40)
+and what the retention policy lets go (:mod:`engram_pipeline.lifecycle.retention`): under the default ``safe``
+policy only rows whose content a visible derived belief, procedure or schema (``derived-from``) or a merge
+canonical holds, so an episode is archived only after the earlier stages consolidated it; under ``seed`` any.
 
 Archiving is soft: status ``archived`` (hidden from default recall, returned with ``include_archived``),
 written through the compare-and-set with an audited pre-image so that ``store.restore(id)`` brings the row
@@ -13,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.lifecycle.confidence import VISIBLE
+from engram_pipeline.lifecycle.retention import holders
 from engram_pipeline.model import Memory, utcnow
 
 if TYPE_CHECKING:
@@ -37,6 +41,8 @@ def archive_faded(
     now = now or utcnow()
     where = f"{VISIBLE} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
     rows = store.scan(agent_id, columns=["id", "version"], where=where).to_pylist()
+    held = holders(store, agent_id) if rows else None
+    rows = [r for r in rows if held is not None and held.may_archive(r["id"])]
 
     def change(row: Memory) -> dict[str, Any]:
         return {"id": row["id"], "version": row["version"], "status": "archived", "updated_at": now}
@@ -49,6 +55,8 @@ def archive_faded(
             and not r.get("superseded_by")
             and not r.get("pinned")
             and (r["confidence"] if r["confidence"] is not None else 0.5) < floor
+            and held is not None
+            and held.may_archive(r["id"])
         ]
 
     applied: list[str] = []

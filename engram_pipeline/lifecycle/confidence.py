@@ -23,7 +23,10 @@ writes nothing. Pinned rows keep their confidence; their ``decayed_at`` still ad
 does not charge it for the time it was pinned.
 
 Rows whose new confidence falls below ``ENGRAM_ARCHIVE_CONFIDENCE`` (and are not pinned) are archived in the
-same run: status ``archived``, audited with the full pre-image, hidden from default recall, restorable.
+same run when the retention policy lets them go (:mod:`engram_pipeline.lifecycle.retention`: under the default
+``safe`` policy only rows a visible derived row or a merge canonical holds; under ``seed`` any): status
+``archived``, audited with the full pre-image, hidden from default recall, restorable. The others keep
+decaying in place: a lower confidence lowers their tier, not their visibility.
 Only visible rows take part (not superseded, not archived), as decayers and as competitors.
 
 The pass is vectorized (one ``bincount`` over the graph's edges), writes in batches of
@@ -44,7 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.lifecycle._common import PassCursor
+from engram_pipeline.lifecycle.retention import holders
 from engram_pipeline.model import Memory
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -52,7 +57,7 @@ if TYPE_CHECKING:
 PASS = "confidence_decay"
 ACTOR = "confidence_decay"
 # Rows a pass may change: visible ones (a hidden row neither decays nor competes).
-VISIBLE = "status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
+VISIBLE = VISIBLE_SQL
 _DAY_US = 86_400e6
 _COLUMNS = ["id", "version", "confidence", "pinned", "decayed_at", "created_at"]
 
@@ -166,9 +171,11 @@ def plan_decay(
     rate: float,
     min_similarity: float,
     archive_floor: float,
+    archivable: np.ndarray | None = None,
 ) -> DecayPlan:
     """The vectorized core of :func:`decay_confidence`, without the store: ``frame`` has ``id``,
-    ``confidence``, ``pinned``, ``decayed_at`` and ``created_at``; ``graph`` a neighbour table or None."""
+    ``confidence``, ``pinned``, ``decayed_at`` and ``created_at``; ``graph`` a neighbour table or None;
+    ``archivable`` (aligned with ``frame``) the rows the retention policy lets go (default: all)."""
     ids = frame["id"].combine_chunks()
     n = frame.num_rows
     conf = pc.fill_null(frame["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -182,6 +189,8 @@ def plan_decay(
     pinned = pc.fill_null(frame["pinned"], False).to_numpy(zero_copy_only=False).astype(bool)
     new = np.where(pinned, conf, decayed(conf, comp, elapsed, rate=rate))
     archive = ~pinned & (new < archive_floor)
+    if archivable is not None:
+        archive &= archivable
     return DecayPlan(new, comp, elapsed, pinned, elapsed > 0, archive)
 
 
@@ -206,6 +215,7 @@ def decay_confidence(
     n = frame.num_rows
     if graph is None and n > 1:
         graph = default_graph(store, agent_id, ids, floor=s.competition_min_similarity)
+    held = holders(store, agent_id)
     plan = plan_decay(
         frame,
         graph,
@@ -213,6 +223,7 @@ def decay_confidence(
         rate=s.confidence_decay_rate,
         min_similarity=s.competition_min_similarity,
         archive_floor=s.archive_confidence,
+        archivable=held.archivable_mask(ids.to_pylist()),
     )
     new, comp, pinned, archive = plan.confidence, plan.competition, plan.pinned, plan.archive
     todo = plan.due | archive
@@ -228,7 +239,7 @@ def decay_confidence(
                 change = _fresh_change(r, comp_of.get(r["id"], 0.0), now, s.confidence_decay_rate)
                 if change is None:
                     continue
-                goes = not r["pinned"] and change["confidence"] < s.archive_confidence
+                goes = not r["pinned"] and change["confidence"] < s.archive_confidence and held.may_archive(r["id"])
                 if goes != archiving:
                     continue  # the other write's business: left for the next run
                 if archiving:

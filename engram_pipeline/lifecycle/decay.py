@@ -8,7 +8,9 @@ One pass over one agent, column-wise:
    stale row scores above it again (only rows that are ``active`` or ``stale`` are re-statused: contradicted,
    superseded and archived rows keep their status, and ``superseded_by`` is never touched, so a hidden row
    stays hidden); prune when score < ``MEMORY_DECAY_PRUNE_SCORE_THRESHOLD``, the row was created more than
-   ``MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS`` ago and it is not pinned;
+   ``MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS`` ago, it is not pinned, and the retention policy lets it go: under
+   the default ``safe`` policy only a row whose content a merge canonical or a newer value holds
+   (:mod:`engram_pipeline.lifecycle.retention`); under ``seed`` any such row;
 4. write, per batch of ``MEMORY_DECAY_BATCH_SIZE`` ids, only the rows where something changed, through the
    store's batched compare-and-set (one commit per batch), then prune with audited pre-images (actor
    ``ltm_decay``, action ``prune``; :meth:`MemoryStore.restore` brings a row back).
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
+from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
@@ -58,7 +61,10 @@ COLUMNS = [
     "importance_factors",
     "status",
 ]
-WRITTEN = ["id", "version", "importance", "importance_factors", "status", "decayed_at"]
+# Not ``decayed_at``: that is confidence decay's reference time (the time its continuous form charges from);
+# stamping it here would make the confidence pass of the same run find no time elapsed. When importance was
+# last scored is in ``importance_factors`` (``scored_at``).
+WRITTEN = ["id", "version", "importance", "importance_factors", "status"]
 RESTATUSED = ("active", "stale")
 
 
@@ -73,11 +79,13 @@ class DecayReport:
     accesses_folded: int = 0  # access-log entries folded into the rows before scoring them
 
 
-def decide(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
+def decide(df: pl.DataFrame, *, now: datetime, settings: Settings, held: Holders) -> pl.DataFrame:
     """Score ``df`` (the :data:`COLUMNS`) and decide each row: ``action`` is ``prune``, ``update`` or null.
 
+    ``held`` says which rows the retention policy lets go (:func:`~engram_pipeline.lifecycle.retention.holders`).
+
     Returns ``id``, ``version``, ``action``, the new ``importance``, ``importance_factors`` and ``status``,
-    ``decayed_at`` and ``became_stale``.
+    and ``became_stale``.
     """
     scored = importance_frame(df, now=now, half_life_days=settings.importance_half_life_days)
     score = pl.col("importance")
@@ -94,6 +102,7 @@ def decide(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFra
         (score < settings.prune_threshold)
         & (pl.col("created_at") < pl.lit(cutoff))
         & ~pl.col("pinned").fill_null(False)
+        & held.prunable_expr()
     )
     changed = (
         score.ne_missing(pl.col("old_importance"))
@@ -122,7 +131,6 @@ def decide(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFra
         "importance",
         "importance_factors",
         status.alias("new_status"),
-        pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("decayed_at"),
         ((status == "stale") & (old_status != "stale")).alias("became_stale"),
     ).rename({"new_status": "status"})
 
@@ -144,13 +152,14 @@ def decay_importance(
     df = agent_frame(store, agent_id, COLUMNS)
     if cursor.after is not None:
         df = df.filter(pl.col("id") > cursor.after)
-    plan = decide(df, now=now, settings=settings)
+    held = holders(store, agent_id)
+    plan = decide(df, now=now, settings=settings, held=held)
     totals = {"processed": 0, "updated": 0, "stale": 0, "pruned": 0, "skipped_concurrent_edit": 0}
     for key, value in cursor.counts.items():
         totals[key] = totals.get(key, 0) + value
     for start in range(0, plan.height, size):
         batch = plan.slice(start, size)
-        counts = _apply_batch(store, batch, now=now, settings=settings, run_id=cursor.run_id)
+        counts = _apply_batch(store, batch, now=now, settings=settings, run_id=cursor.run_id, held=held)
         counts["processed"] = batch.height
         cursor.advance(str(batch["id"][-1]), **counts)
         for key, value in counts.items():
@@ -168,7 +177,7 @@ def decay_importance(
 
 
 def _apply_batch(
-    store: MemoryStore, batch: pl.DataFrame, *, now: datetime, settings: Settings, run_id: str
+    store: MemoryStore, batch: pl.DataFrame, *, now: datetime, settings: Settings, run_id: str, held: Holders
 ) -> dict[str, int]:
     updates = batch.filter(pl.col("action") == "update")
     changes = updates.select(WRITTEN).to_dicts()
@@ -176,7 +185,7 @@ def _apply_batch(
 
     def redecide(fresh: list[Memory]) -> pl.DataFrame:
         """Re-score freshly re-read rows (an edit may have pinned them) and refresh the stale bookkeeping."""
-        again = decide(_frame(fresh), now=now, settings=settings)
+        again = decide(_frame(fresh), now=now, settings=settings, held=held)
         stale_ids.difference_update(again["id"].to_list())
         stale_ids.update(again.filter(pl.col("became_stale") & (pl.col("action") == "update"))["id"].to_list())
         return again

@@ -24,12 +24,10 @@ import pyarrow.compute as pc
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.similarity import PAIRS_SCHEMA, neighbour_graph
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
-
-# Rows that recall shows by default; the passes over the graph work on these only.
-VISIBLE_SQL = "status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
 
 
 def graph_floor(settings: Settings) -> float:

@@ -21,7 +21,9 @@ from engram_pipeline.model import (
 from engram_pipeline.settings import Settings
 from engram_pipeline.store.errors import InvalidInput
 
-# Words that mark a memory as time-bound: ``tier="auto"`` routes such content to short-term memory.
+# Words that mark a memory as time-bound: ``tier="auto"`` routes such content to short-term memory. Not an
+# episode's: "I went to a support group yesterday" is a record of what happened, its time words relative to
+# when it was written, and short-term rows expire (the retention rule in lifecycle/retention.py).
 TIME_WORDS = re.compile(
     r"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week)|right now|for now|"
     r"currently|at the moment|temporarily|later today|in an? (hour|minute)|in \d+ (minutes|hours)|"
@@ -73,7 +75,8 @@ def build_row(
     now = utcnow()
     created = created_at or now
     if tier == "auto":
-        tier = "stm" if ttl_s is not None or TIME_WORDS.search(content) else "ltm"
+        timed = kind != "episodic" and TIME_WORDS.search(content) is not None
+        tier = "stm" if ttl_s is not None or timed else "ltm"
     expires = created + timedelta(seconds=ttl_s or settings.stm_ttl_s) if tier == "stm" else None
     return {
         "id": memory_id or uuid.uuid4().hex,

@@ -24,6 +24,11 @@ from typing import Any
 import httpx
 
 
+def scored_at(row: dict[str, Any]) -> str | None:
+    """When importance decay last scored the row (its ``importance_factors``)."""
+    return json.loads(row["importance_factors"]).get("scored_at") if row["importance_factors"] else None
+
+
 def client(base: str, token: str, spec_path: str, out_path: str, seed: int) -> None:
     spec = json.loads(Path(spec_path).read_text())
     rng = random.Random(seed)
@@ -111,7 +116,7 @@ def lifecycle(uri: str, spec_path: str, out_path: str) -> None:
             # A distinct `now` per run (12 h apart, so every score moves) tells this run's writes apart.
             now = utcnow() + timedelta(hours=12 * step)
             report = decay_importance(store, agent, now=now)
-            seeded = store.get_many(spec["all_seeded"][agent], columns=["id", "decayed_at"])
+            seeded = store.get_many(spec["all_seeded"][agent], columns=["id", "importance_factors"])
             decays.append(
                 {
                     "agent": agent,
@@ -119,7 +124,7 @@ def lifecycle(uri: str, spec_path: str, out_path: str) -> None:
                     "updated": report.updated,
                     "skipped": report.skipped_concurrent_edit,
                     "pruned": report.pruned,
-                    "seeded_not_written": sum(1 for r in seeded if r["decayed_at"] != now),
+                    "seeded_not_written": sum(1 for r in seeded if scored_at(r) != now.isoformat()),
                 }
             )
     Path(out_path).write_text(json.dumps({"merges": merges, "decays": decays}))

@@ -28,6 +28,7 @@ from engram_pipeline.lifecycle.decay import PASS_NAME, decay_importance
 from engram_pipeline.model import utcnow
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.conftest import SEED_POLICY
 
 AGENT = "agent-x"
 ROWS = 3000
@@ -92,7 +93,9 @@ def launch(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 @pytest.mark.slow
 def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path) -> None:
     uri = str(tmp_path / "store" / "lancedb")
-    settings = Settings.from_env({"ENGRAM_EMBEDDER": "hashing", "MEMORY_DECAY_BATCH_SIZE": str(BATCH)})
+    # pruning by score and age is the `seed` retention policy's (the default prunes only what is held elsewhere)
+    extra = {"MEMORY_DECAY_BATCH_SIZE": str(BATCH), **SEED_POLICY}
+    settings = Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **extra})
     store = MemoryStore.open(uri, settings=settings)
     report = import_jsonl(store, seed_lines(utcnow(), ROWS))
     assert report.created == ROWS
@@ -101,7 +104,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
     shutil.copytree(uri, twin_uri)
 
     home = make_dagster_home(tmp_path / "dagster")
-    env = dagster_env(home, store_uri=uri, extra={"MEMORY_DECAY_BATCH_SIZE": str(BATCH)})
+    env = dagster_env(home, store_uri=uri, extra=extra)
     from dagster import DagsterInstance
 
     with DagsterInstance.from_config(str(home)) as instance:

@@ -132,7 +132,8 @@ def test_hourly_with_competition_stays_close(store, tmp_path):
     )
 
 
-def test_pinned_rows_hold_and_faded_rows_are_archived_and_restorable(store):
+def test_pinned_rows_hold_and_faded_rows_are_archived_and_restorable(seed_store):
+    store = seed_store  # confidence alone archives under the `seed` retention policy
     _add(store, "pin", 0.41, pinned=True)
     _add(store, "fade", 0.41)
     now = T0 + timedelta(days=30)

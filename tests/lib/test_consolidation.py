@@ -21,6 +21,7 @@ from engram_pipeline.lifecycle.schemas import derive_schemas, schema_attributes
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.conftest import SEED_POLICY
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 K = 3.0  # ENGRAM_BELIEF_SUPPORT_K default
@@ -176,7 +177,8 @@ def test_low_confidence_facts_make_no_schema(store):
     assert derive_schemas(store, "a").schemas_created == 0
 
 
-def test_archival_hides_audits_and_restores(store):
+def test_archival_hides_audits_and_restores(seed_store):
+    store = seed_store  # confidence alone archives under the `seed` retention policy
     low = store.remember("a", "User might like jazz", confidence=0.3).memory
     pinned = store.remember("a", "Keep this one", confidence=0.2, pinned=True).memory
     ok = store.remember("a", "User likes tea", confidence=0.8).memory
@@ -248,7 +250,8 @@ def test_consolidate_twice_changes_nothing_the_second_time(picks):
 @given(confs=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4))
 def test_archive_then_restore_returns_the_row(confs):
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore.open(tmp, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+        settings = Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY})
+        store = MemoryStore.open(tmp, settings=settings)
         words = ("jazz", "tea", "chess", "rowing")
         ids = [
             store.remember("a", f"User enjoys {w}", confidence=c).memory["id"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -18,8 +19,16 @@ from hypothesis import strategies as st
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.conftest import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """These tests exercise pruning by score and age: the `seed` retention policy (see test_retention.py for
+    the default, which prunes only what a canonical holds)."""
+    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY})
 
 
 def add(store: MemoryStore, content: str, *, days: float, pinned: bool = False, access: int = 0) -> dict[str, Any]:
@@ -63,7 +72,8 @@ def test_thresholds_and_statuses(store: MemoryStore) -> None:
     assert rows[hidden["id"]]["status"] == "superseded" and rows[hidden["id"]]["superseded_by"] == fresh["id"]
     assert report.stale == 1  # faded (flagged and hidden keep their status)
     assert report.updated == 6
-    assert rows[faded["id"]]["importance_factors"] and rows[faded["id"]]["decayed_at"] is not None
+    assert json.loads(rows[faded["id"]]["importance_factors"])["scored_at"] == NOW.isoformat()
+    assert rows[faded["id"]]["decayed_at"] is None  # confidence decay's reference time, not touched here
     assert [h.memory["id"] for h in store.recall("a", "printer floor two", k=10)].count(faded["id"]) == 1
 
 

@@ -12,9 +12,11 @@ from engram_pipeline.invariants import (
     check_all,
     contradicted_rows_have_partner,
     hidden_rows_have_audit_pre_image,
+    only_held_rows_leave_recall,
     superseded_rows_have_canonical,
     versions_never_go_backwards,
 )
+from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.sql import eq
@@ -41,6 +43,7 @@ def test_a_clean_store_passes_everything(store: MemoryStore) -> None:
         "superseded_rows_have_canonical",
         "contradicted_rows_have_partner",
         "hidden_rows_have_audit_pre_image",
+        "only_held_rows_leave_recall",
         "versions_never_go_backwards",
     ]
     assert all(r.passed and r.violation_count == 0 for r in results)
@@ -142,3 +145,13 @@ def test_invariants_hold_after_any_sequence_of_store_verbs(
         assert versions_never_go_backwards(store, A).passed
     failed = [r for r in check_all(store, A) if not r.passed]
     assert not failed, [(r.name, r.violations) for r in failed]
+
+
+def test_only_held_rows_leave_recall_names_an_unheld_archive(store: MemoryStore, seed_store: MemoryStore) -> None:
+    # Both fixtures open the same directory. A seed-policy pass archived a row nothing holds; the invariant,
+    # read under the safe policy, names it.
+    row = seed_store.remember(A, "User might like jazz", confidence=0.2).memory
+    assert archive_faded(seed_store, A).archived == 1
+    assert only_held_rows_leave_recall(seed_store, A).details == {"policy": "seed"}
+    result = only_held_rows_leave_recall(store, A)
+    assert not result.passed and result.violations[0]["id"] == row["id"]

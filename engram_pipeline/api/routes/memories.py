@@ -67,9 +67,15 @@ def recall(body: RecallBody, state: StateDep) -> RecallResponse:
     """The ``k`` best memories of an agent for a query text or a vector, with their scores."""
     options = body.model_dump(exclude={"agent_id", "query"})
     hits = state.store.recall(body.agent_id, body.query, track_access=False, with_vectors=False, **options)
-    state.access.record(h.memory for h in hits)
+    state.access.record(m for h in hits for m in (h.memory, *h.evidence))
     data = [
-        RecallHitOut(memory=MemoryOut.of(h.memory), score=h.score, similarity=h.similarity, recency=h.recency)
+        RecallHitOut(
+            memory=MemoryOut.of(h.memory),
+            score=h.score,
+            similarity=h.similarity,
+            recency=h.recency,
+            evidence=[MemoryOut.of(e) for e in h.evidence],
+        )
         for h in hits
     ]
     return RecallResponse(data=data, count=len(data))

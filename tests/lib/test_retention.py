@@ -1,0 +1,120 @@
+"""The default `safe` retention policy: age and neglect lower rank and tier, they never remove a memory; only
+what is held elsewhere (a merge canonical, a derived belief) leaves recall, and recall still finds it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram_pipeline.lifecycle.archival import archive_faded
+from engram_pipeline.lifecycle.confidence import decay_confidence
+from engram_pipeline.lifecycle.consolidation import consolidate
+from engram_pipeline.lifecycle.decay import decay_importance
+from engram_pipeline.lifecycle.pipeline import run_pipeline
+from engram_pipeline.lifecycle.retention import holders
+from engram_pipeline.settings import Settings, SettingsError
+from engram_pipeline.store import MemoryStore
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def add(store: MemoryStore, content: str, *, days: float, **fields: Any) -> dict[str, Any]:
+    """An LTM row created ``days`` before T0, never accessed (bypasses write-time checks)."""
+    row = store.new_row("a", content, tier="ltm", created_at=T0 - timedelta(days=days), **fields)
+    row["vector"] = store.embed([content])[0].tolist()
+    assert store.insert_rows([row]) == [row["id"]]
+    return row
+
+
+def hide_behind(store: MemoryStore, member: dict[str, Any], canonical: dict[str, Any]) -> None:
+    """What an applied corpus merge leaves: the member superseded by the canonical, linked duplicate-of."""
+    cur = store.get(member["id"], track_access=False)
+    change = {"id": member["id"], "version": cur["version"], "status": "superseded", "superseded_by": canonical["id"]}
+    assert store.cas_write([change], actor="test", action="merge", audit=True).applied
+    store.add_links([{"agent_id": "a", "src_id": member["id"], "dst_id": canonical["id"], "rel": "duplicate-of"}])
+
+
+def test_the_default_policy_is_safe_and_an_unknown_one_is_refused() -> None:
+    assert Settings().retention_policy == "safe"
+    with pytest.raises(SettingsError, match="ENGRAM_RETENTION_POLICY"):
+        Settings.from_env({"ENGRAM_RETENTION_POLICY": "forget-everything"})
+
+
+def test_a_year_without_recall_keeps_every_memory_visible(store: MemoryStore) -> None:
+    old = [add(store, f"the team offsite is in city number {i}", days=400 + i) for i in range(3)]
+    later = T0 + timedelta(days=365)
+    decay = decay_importance(store, "a", now=later)
+    conf = decay_confidence(store, "a", now=later)
+    arch = archive_faded(store, "a", now=later)
+    assert (decay.pruned, conf.archived_count, arch.archived) == (0, 0, 0)
+    rows = {r["id"]: r for r in store.list_memories("a")}
+    assert set(rows) == {r["id"] for r in old}
+    # neglect lowered rank and tier, not visibility: stale rows are recalled, confidence fell under the floor
+    assert all(r["status"] == "stale" and r["confidence"] < store.settings.archive_confidence for r in rows.values())
+    hits = store.recall("a", "team offsite city number 1", k=3, now=later, track_access=False)
+    assert {h.memory["id"] for h in hits} == {r["id"] for r in old}
+
+
+def test_the_seed_policy_still_prunes_by_age(seed_store: MemoryStore) -> None:
+    gone = add(seed_store, "the team offsite is in Lisbon", days=400)
+    assert decay_importance(seed_store, "a", now=T0).pruned == 1
+    assert seed_store.get_many([gone["id"]]) == []
+
+
+def test_a_faded_merged_member_is_pruned_and_restorable(store: MemoryStore) -> None:
+    canonical = add(store, "User prefers dark mode in the editor", days=200)
+    member = add(store, "user likes the editor in dark mode", days=200)
+    loner = add(store, "the printer on floor two is broken", days=200)
+    hide_behind(store, member, canonical)
+    held = holders(store, "a")
+    assert held.may_prune(member["id"]) and not held.may_prune(canonical["id"]) and not held.may_prune(loner["id"])
+    report = decay_importance(store, "a", now=T0)
+    assert report.pruned == 1
+    assert {r["id"] for r in store.list_memories("a")} == {canonical["id"], loner["id"]}
+    restored = store.restore(member["id"])
+    assert restored["superseded_by"] == canonical["id"]
+
+
+def test_consolidated_episodes_are_archived_and_recall_returns_them_as_evidence(store: MemoryStore) -> None:
+    texts = ("User lives in Berlin", "The user lives in Berlin.", "User lives in Berlin now")
+    episodes = [
+        store.remember("a", t, kind="episodic", created_at=T0 - timedelta(days=100), confidence=0.3).memory
+        for t in texts
+    ]
+    lonely = store.remember("a", "User once visited Oslo", kind="episodic", confidence=0.3).memory
+    report = consolidate(store, "a", scope="full", now=T0)
+    assert report.beliefs_created == 1 and report.archived == 3
+    statuses = {r["id"]: r["status"] for r in store.list_memories("a")}
+    assert [statuses[e["id"]] for e in episodes] == ["archived"] * 3
+    assert statuses[lonely["id"]] != "archived"  # below the floor too, but nothing holds what it says
+    hits = store.recall("a", "where does the user live", k=3, now=T0, track_access=False)
+    belief = next(h for h in hits if h.memory["source"] == "derived")
+    assert {e["id"] for e in belief.evidence} == {e["id"] for e in episodes}
+    assert all("vector" in e for e in belief.evidence)
+    served = store.recall("a", "where does the user live", k=3, now=T0, track_access=False, with_vectors=False)
+    assert all("vector" not in e for h in served for e in h.evidence)
+    assert all(h.evidence == () for h in store.recall("a", "Berlin", k=3, now=T0, track_access=False, evidence=0))
+
+
+def test_evidence_is_validated(store: MemoryStore) -> None:
+    store.remember("a", "User lives in Berlin")
+    for bad in (-1, 11, True, 1.5):
+        with pytest.raises(ValueError, match="evidence"):
+            store.recall("a", "Berlin", evidence=bad)
+
+
+def test_episodes_with_time_words_are_long_term(store: MemoryStore) -> None:
+    turn = store.remember("a", "Caroline: I went to a support group yesterday", kind="episodic").memory
+    plan = store.remember("a", "I am in a meeting right now").memory
+    assert (turn["tier"], turn["expires_at"]) == ("ltm", None)
+    assert plan["tier"] == "stm"
+
+
+def test_the_whole_pipeline_a_year_later_hides_nothing_unheld(store: MemoryStore) -> None:
+    for i in range(6):
+        add(store, f"fact number {i} about the quarterly roadmap", days=30 * i)
+    report = run_pipeline(store, "a", now=T0 + timedelta(days=365))
+    assert report.decay.pruned == 0 and report.confidence.archived_count == 0
+    assert report.health.visible == 6

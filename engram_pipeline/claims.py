@@ -44,12 +44,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engram_pipeline import utterances
+from engram_pipeline.utterances import Sentence, split_sentences
+
 __all__ = [
     "Claim",
     "Contradiction",
     "content_tokens",
     "detect_contradiction",
     "normalise_value",
+    "same_value",
     "parse_claims",
 ]
 
@@ -94,7 +98,6 @@ _RELATIONAL = re.compile(rf"^(?P<subj>.+?)\s+(?P<mods>{_MODS})(?P<verb>{_VERB_AL
 _VERB_RES = tuple((re.compile(rf"(?:{p})$"), rel, opp) for p, rel, opp in _VERBS)
 _COPULA = re.compile(r"^(?P<subj>.+?)(?:\s+(?P<verb>is|are|was|were|am)\s+|\s*(?P<sym>=|:)\s+)(?P<val>\S.*)$")
 _LEADING_NEG = re.compile(r"^(?P<adv>(?:(?:not|no longer|never|always)\s+)*)(?P<rest>.*)$")
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?!\d)|\n+")
 _TOKEN = re.compile(r"[\w][\w+#'.\-/:]*")
 _NUMBER = re.compile(r"\d+(?:[.,:/\-]\d+)*(?:st|nd|rd|th|am|pm|s|k|m|h|%)?")
 _CLAUSE = re.compile(rf"\s*,?\s+(?:and|but)\s+(?={_MODS}(?:{_VERB_ALTERNATIVES})\s)")
@@ -109,6 +112,9 @@ class Claim:
     value: str
     negated: bool
     text: str
+    hedged: bool = False  # "I think ...", "maybe ..."
+    past: bool = False  # "used to ...": says nothing about now
+    changed: bool = False  # "switched to ...": a newer value than what came before
 
 
 @dataclass(frozen=True)
@@ -160,10 +166,6 @@ def _normalise_subject(s: str) -> str:
     return re.sub(r"^user's\s+", "", s)
 
 
-def _split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
 def _match(expanded: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:
     rel, cop = _RELATIONAL.match(expanded), _COPULA.match(expanded)
     if rel and cop:  # keep the earlier verb: the subject ends at the first one (a tie goes to the relation)
@@ -171,7 +173,7 @@ def _match(expanded: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:
     return rel, cop
 
 
-def _parse_sentence(sentence: str, expanded: str) -> list[_Parsed]:
+def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None) -> list[_Parsed]:
     rel, cop = _match(expanded)
     if rel:
         subject, mods, verb, value = rel["subj"], rel["mods"].split(), rel["verb"], rel["val"]
@@ -193,29 +195,35 @@ def _parse_sentence(sentence: str, expanded: str) -> list[_Parsed]:
     else:
         return []
     subj, val = _normalise_subject(subject), normalise_value(value)
+    if verb == ":" and len(subj.split()) > 3:
+        return []  # "Tried X after Y: worked" is a log line, not a labelled fact ("My editor: vim")
+    if val in _PRONOUNS or val.split(",")[0].strip() in _PRONOUNS:
+        return []  # "I love it": what "it" is, the sentence does not say
     if not subj or not val or subj in _PRONOUNS or "," in subj or subj.split()[0] in _SUBORDINATORS:
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
-    claim = Claim(subj, relation, val, has_neg != opposite, sentence)
+    hedged, past, changed = (marks.hedged, marks.past, marks.changed) if marks else (False, False, False)
+    claim = Claim(subj, relation, val, has_neg != opposite, sentence, hedged, past, changed)
     out = [_Parsed(claim, verb, opposite, adverb)]
     if rest:
-        out += _parse_sentence(sentence, f"{subject} {rest}")
+        out += _parse_sentence(sentence, f"{subject} {rest}", marks)
     return out
 
 
 def _parse(text: str) -> list[_Parsed]:
+    """Claims of ``text`` read the way agents write episodes (:mod:`engram_pipeline.utterances`: context
+    prefixes dropped, speakers and reported speech resolved, hedges and tense kept as marks)."""
     out: list[_Parsed] = []
-    for sentence in _split_sentences(text):
-        if not sentence.endswith("?"):  # a question asserts nothing
-            out += _parse_sentence(sentence, _expand(sentence))
+    for sentence in utterances.read(text):
+        if not sentence.text.endswith("?"):  # a question asserts nothing
+            out += _parse_sentence(sentence.text, _expand(sentence.text), sentence)
     return out
 
 
 def parse_claims(text: str) -> list[Claim]:
     """Every claim in ``text``, sentence by sentence, in order (possibly none).
 
-    >>> parse_claims("I don't use tabs. My editor: vim")
-    [Claim(subject='user', relation='uses', value='tabs', negated=True, text="I don't use tabs."), \
-Claim(subject='editor', relation='is', value='vim', negated=False, text='My editor: vim')]
+    >>> [(c.subject, c.relation, c.value, c.negated) for c in parse_claims("I don't use tabs. My editor: vim")]
+    [('user', 'uses', 'tabs', True), ('editor', 'is', 'vim', False)]
     """
     return [p.claim for p in _parse(text)]
 
@@ -245,6 +253,26 @@ def _nested(x: frozenset[str], y: frozenset[str]) -> bool:
     return x <= y or y <= x
 
 
+# Words that qualify how much or how sure, not what: "dark mode in *every* editor" = "in *all* editors".
+_FILLERS = frozenset(_words("every all each any whole so very really honestly definitely always pretty quite"))
+
+
+def same_value(a: str, b: str) -> bool:
+    """Whether two claim values say the same thing in other words: the same numbers, and content words
+    (stemmed, without quantifiers and intensifiers) where one side's are contained in the other's ("dark mode"
+    / "dark mode in every editor" / "dark mode in all editors"). "green tea" / "black tea" are different values.
+
+    >>> same_value("dark mode in every editor", "dark mode in all editors"), same_value("green tea", "black tea")
+    (True, False)
+    """
+    nums_a, words_a = _split_numbers(a)
+    nums_b, words_b = _split_numbers(b)
+    core_a, core_b = words_a - _FILLERS, words_b - _FILLERS
+    if nums_a != nums_b or not core_a or not core_b:
+        return nums_a == nums_b and core_a == core_b
+    return _nested(core_a, core_b)
+
+
 def _family(relation: str) -> str:
     return _FAMILY.get(relation, relation)
 
@@ -253,6 +281,8 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     ca, cb = a.claim, b.claim
     if ca.subject != cb.subject or _family(ca.relation) != _family(cb.relation):
         return None
+    if ca.past != cb.past:
+        return None  # "used to live in Berlin" says nothing against "lives in Munich"
     subject = ca.subject
     nums_a, words_a = _split_numbers(ca.value)
     nums_b, words_b = _split_numbers(cb.value)
@@ -336,8 +366,8 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
     parsed = {p.claim.text for p in claims_a + claims_b}
     found = [
         c
-        for sa in _split_sentences(a)
-        for sb in _split_sentences(b)
+        for sa in split_sentences(a)
+        for sb in split_sentences(b)
         # sentences that both carry claims were compared by the rules above
         if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
     ]

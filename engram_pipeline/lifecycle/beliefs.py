@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.claims import Claim
+from engram_pipeline.claims import Claim, same_value
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
@@ -57,7 +57,10 @@ _PHRASES = {
     "is": ("is", "is not"),
 }
 # Time words trailing a value say when, not what: "lives in Berlin now" supports "lives in Berlin".
-_TRAILING = re.compile(r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|these days|lately))+$")
+_TRAILING = re.compile(
+    r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|any more|these days|lately|recently|yesterday"
+    r"|a lot|last (?:week|month|year|spring|summer|autumn|fall|winter)|this (?:week|month|year)))+$"
+)
 _POSSESSIVE = re.compile(r"^\s*(?:my|the user's|user's|our)\s+", re.IGNORECASE)
 
 
@@ -88,17 +91,29 @@ def family(relation: str) -> str:
 
 
 def claim_value(claim: Claim) -> str:
-    return _TRAILING.sub("", claim.value).strip() or claim.value
+    """The value a belief holds: up to its first comma (what follows is an aside: "Porto, right by the
+    beach"), without trailing time words ("Lisbon now")."""
+    head = claim.value.split(",")[0].strip() or claim.value
+    return _TRAILING.sub("", head).strip() or head
 
 
 def belief_key(subject: str, relation: str, value: str, negated: bool) -> str:
     return f"{subject}|{family(relation)}|{value}|{'-' if negated else '+'}"
 
 
-def slot_of(claim: Claim) -> tuple[str, ...]:
+def slot_of(claim: Claim, seen: dict[tuple[str, str], list[str]] | None = None) -> tuple[str, ...]:
+    """The slot a claim votes in. With ``seen`` (values met so far per subject and relation), a multi-valued
+    claim joins the slot of a value that says the same thing in other words ("two cats" / "2 cats, Tom and
+    Jerry")."""
     if claim.relation in FUNCTIONAL:
         return (claim.subject, family(claim.relation))
-    return (claim.subject, family(claim.relation), claim_value(claim))
+    value = claim_value(claim)
+    if seen is not None:
+        known = seen.setdefault((claim.subject, family(claim.relation)), [])
+        value = next((v for v in known if same_value(v, value)), value)
+        if value not in known:
+            known.append(value)
+    return (claim.subject, family(claim.relation), value)
 
 
 def surface(value: str, texts: Iterable[str]) -> str:
@@ -118,32 +133,70 @@ def render(subject: str, relation: str, value: str, negated: bool, texts: Sequen
         subj = f"User's {subject}"
     else:
         subj = subject[:1].upper() + subject[1:]
-    phrase = _PHRASES.get(relation, (relation.replace("_", " "), f"not {relation.replace('_', ' ')}"))
+    verb = relation.replace("_", " ")
+    base = verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb  # "drinks" -> "does not drink"
+    phrase = _PHRASES.get(relation, (verb, f"does not {base}"))
     return f"{subj} {phrase[1 if negated else 0]} {surface(value, texts)}."
 
 
+HEDGED_WEIGHT = 0.5  # "I think X" counts as half a vote
+
+
 def vote(
-    clusters: Sequence[Sequence[str]], claims: dict[str, list[Claim]], *, support_k: float, floor: float
+    clusters: Sequence[Sequence[str]],
+    claims: dict[str, list[Claim]],
+    *,
+    support_k: float,
+    floor: float,
+    when: Mapping[str, datetime] | None = None,
 ) -> dict[str, Candidate]:
-    """Beliefs of the clusters by strict majority per slot (see the module docstring), by belief key."""
+    """Beliefs of the clusters by strict majority per slot (see the module docstring), by belief key.
+
+    ``when`` (episode id -> creation time) orders the votes: a change of value ("switched to emacs") starts
+    its slot over, so the votes before the newest change do not count against it.
+    """
     out: dict[str, Candidate] = {}
+    order = (lambda e: (when[e], e)) if when else (lambda e: (datetime.min.replace(tzinfo=UTC), e))
+    every: list[dict[tuple[str, ...], dict[str, tuple[str, str, bool, Claim]]]] = []
+    newest_change: dict[tuple[str, ...], tuple[datetime, str]] = {}
+    seen: dict[tuple[str, str], list[str]] = {}
     for cluster in clusters:
         ballots: dict[tuple[str, ...], dict[str, tuple[str, str, bool, Claim]]] = {}
-        for episode in cluster:
+        for episode in sorted(cluster, key=order):
             for c in claims.get(episode, []):
+                if c.past:
+                    continue  # "used to ..." says nothing about now
                 # one vote per episode and slot: its first claim there
-                ballots.setdefault(slot_of(c), {}).setdefault(episode, (c.relation, claim_value(c), c.negated, c))
+                slot = slot_of(c, seen)
+                ballots.setdefault(slot, {}).setdefault(
+                    episode, (c.relation, slot[2] if len(slot) == 3 else claim_value(c), c.negated, c)
+                )
         for slot, votes in ballots.items():
-            tally = Counter((value, negated) for _, value, negated, _ in votes.values())
+            for e, v in votes.items():
+                if v[3].changed and not v[2] and (slot not in newest_change or order(e) > newest_change[slot]):
+                    newest_change[slot] = order(e)
+        every.append(ballots)
+    for ballots in every:
+        for slot, votes in ballots.items():
+            if slot in newest_change:  # a change of value: only the votes from the newest change on count
+                votes = {e: v for e, v in votes.items() if order(e) >= newest_change[slot]}
+            if not votes:
+                continue
+            rep = _representatives(Counter((value, negated) for _, value, negated, _ in votes.values()))
+            votes = {e: (r, rep[(val, neg)][0], rep[(val, neg)][1], c) for e, (r, val, neg, c) in votes.items()}
+            weight = {e: HEDGED_WEIGHT if v[3].hedged else 1.0 for e, v in votes.items()}
+            tally: dict[tuple[str, bool], float] = {}
+            for e, (_, value, negated, _) in votes.items():
+                tally[(value, negated)] = tally.get((value, negated), 0.0) + weight[e]
             (value, negated), top = min(tally.items(), key=lambda kv: (-kv[1], kv[0]))
-            voters = len(votes)
-            if top < 2 or 2 * top <= voters:
+            voters = sum(weight.values())
+            winners = {e: v for e, v in votes.items() if (v[1], v[2]) == (value, negated)}
+            if len(winners) < 2 or 2 * top <= voters:
                 continue
             consistency = top / voters
             confidence = consistency * (1.0 - math.exp(-voters / support_k))
             if confidence < floor:
                 continue
-            winners = {e: v for e, v in votes.items() if (v[1], v[2]) == (value, negated)}
             relation = min(Counter(v[0] for v in winners.values()).items(), key=lambda kv: (-kv[1], kv[0]))[0]
             texts = sorted(v[3].text for v in winners.values())
             key = belief_key(slot[0], relation, value, negated)
@@ -152,7 +205,7 @@ def vote(
                 render(slot[0], relation, value, negated, texts),
                 confidence,
                 consistency,
-                voters,
+                len(votes),
                 set(winners),
                 slot,
             )
@@ -160,6 +213,38 @@ def vote(
                 cand.support |= out[key].support
                 cand.confidence = max(cand.confidence, out[key].confidence)
             out[key] = cand
+    return out
+
+
+def slot_groups(
+    claims: Mapping[str, Sequence[Claim]], when: Mapping[str, datetime], *, since: datetime | None = None
+) -> list[tuple[str, ...]]:
+    """Episodes grouped by the slots their claims fill (two or more per group; with ``since``, at least one
+    created after it), whatever their wording."""
+    by_slot: dict[tuple[str, ...], set[str]] = {}
+    seen: dict[tuple[str, str], list[str]] = {}
+    for episode, found in claims.items():
+        for c in found:
+            if not c.past:
+                by_slot.setdefault(slot_of(c, seen), set()).add(episode)
+    return [
+        tuple(sorted(ids))
+        for _slot, ids in sorted(by_slot.items())
+        if len(ids) >= 2 and (since is None or any(when[i] > since for i in ids))
+    ]
+
+
+def _representatives(values: Counter[tuple[str, bool]]) -> dict[tuple[str, bool], tuple[str, bool]]:
+    """Each (value, polarity) mapped to the most frequent value that says the same thing in other words
+    (:func:`engram_pipeline.claims.same_value`), with the same polarity."""
+    reps: list[tuple[str, bool]] = []
+    out: dict[tuple[str, bool], tuple[str, bool]] = {}
+    for value, negated in sorted(values, key=lambda vn: (-values[vn], vn)):
+        match = next((r for r in reps if r[1] == negated and same_value(r[0], value)), None)
+        if match is None:
+            reps.append((value, negated))
+            match = (value, negated)
+        out[(value, negated)] = match
     return out
 
 
@@ -244,11 +329,16 @@ def extract_beliefs(
     now = now or utcnow()
     extractor = extractor or default_extractor()
     groups = clusters.clusters if isinstance(clusters, EpisodeClusters) else tuple(map(tuple, clusters))
-    ids = sorted({i for c in groups for i in c})
-    rows = store.get_many(ids, columns=["id", "content"])
-    texts = [r["content"] for r in rows]
-    claims = dict(zip([r["id"] for r in rows], extractor.extract_claims(texts), strict=True))
-    cands = vote(groups, claims, support_k=s.belief_support_k, floor=s.archive_confidence)
+    since = clusters.since_time if isinstance(clusters, EpisodeClusters) else None
+    # Every visible episode's claims: an embedding cluster can split one claim said in different words, so
+    # the episodes that speak to the same slot are a group of their own too.
+    rows = store.scan(
+        agent_id, columns=["id", "content", "created_at"], where=f"kind = 'episodic' AND {VISIBLE}"
+    ).to_pylist()
+    claims = dict(zip([r["id"] for r in rows], extractor.extract_claims([r["content"] for r in rows]), strict=True))
+    when = {r["id"]: r["created_at"] for r in rows}
+    groups = (*groups, *slot_groups(claims, when, since=since))
+    cands = vote(groups, claims, support_k=s.belief_support_k, floor=s.archive_confidence, when=when)
     index = existing_index(store, agent_id, "semantic", extractor) if cands else {}
 
     specs, changes, conflicts = [], [], 0

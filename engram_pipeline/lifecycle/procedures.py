@@ -1,10 +1,18 @@
 """Consolidation stage 3: successful trigger-action patterns in episodes become procedural memories.
 
 An episode has a trigger and an action when its metadata records them (``metadata.trigger`` and
-``metadata.action``: they win), or when its text has one of the shapes
+``metadata.action``: they win), or when its text, read past its context and speaker prefixes
+(``Session 3:``, ``[2023-05-08]``, ``Kim:``; :mod:`engram_pipeline.utterances`), has one of the shapes
 
 - ``When / Whenever / If / After / Once <trigger>, [then] [I / we / you should] [do] <action>``
+- ``If <trigger> then <action>``
 - ``To <trigger>, <action>``
+- ``<trigger> -> fixed by <action>`` (also ``=>``, ``:``, ``,``, ``-``; ``solved`` / ``resolved``)
+- ``Tried <action> after / when / for <trigger>: worked`` (or ``didn't work``)
+
+A trailing counter (``(3)``, ``#3``, ``[3]``) is not part of the action. An episode's outcome is its
+``outcome`` column, else a success or failure word in its text (``worked``, ``fixed``, ``resolved`` /
+``failed``, ``didn't work``, ``no luck``).
 
 Episodes are grouped by the normalised pair (lowercase, no determiners, no trailing punctuation). Over a group,
 ``support`` counts its episodes with outcome ``success`` and ``rate = success / (success + failure)``
@@ -36,6 +44,7 @@ from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
+from engram_pipeline.utterances import drop_speaker, strip_context
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -44,6 +53,27 @@ _WHEN = re.compile(
     r"^\s*(?:whenever|when|if|after|once)\s+(?P<trigger>[^,]+?)\s*,\s*(?:then\s+)?"
     r"(?:(?:i|we|you|the agent|agent)\s+)?(?:(?:should|must|will|can|need to)\s+)?(?:do\s+)?"
     r"(?P<action>[^.!?;]+?)\s*[.!;]?\s*$",
+    re.IGNORECASE,
+)
+_IF_THEN = re.compile(
+    r"^\s*if\s+(?P<trigger>.+?)\s+then\s+(?:(?:i|we|you)\s+)?(?:(?:should|must|need to)\s+)?"
+    r"(?P<action>[^.!?;]+?)\s*[.!;]?\s*$",
+    re.IGNORECASE,
+)
+_FIXED_BY = re.compile(
+    r"^\s*(?P<trigger>[^:,]+?)\s*(?:->|=>|\u2192|\u2014|:|,|-)\s*(?:(?:it|this|that)\s+(?:was\s+)?)?"
+    r"(?:fixed|solved|resolved)(?:\s+it)?\s+by\s+(?P<action>[^.!?;]+?)\s*[.!;]?\s*$",
+    re.IGNORECASE,
+)
+_TRIED = re.compile(
+    r"^\s*tried\s+(?P<action>.+?)\s+(?:after|when|for|because of|on)\s+(?P<trigger>.+?)\s*(?:[:,\-\u2014]|->)+\s*"
+    r"(?P<verdict>.+?)\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_COUNTER = re.compile(r"\s*(?:\(\s*#?\d+\s*\)|\[\s*#?\d+\s*\]|#\d+)\s*$")
+_SUCCESS = re.compile(r"\b(?:worked|works now|fixed|resolved|solved|succeeded|success|passed|green)\b", re.IGNORECASE)
+_FAILURE = re.compile(
+    r"\b(?:failed|fails|didn't work|did not work|no luck|still broken|still failing|no dice|no effect)\b",
     re.IGNORECASE,
 )
 _TO = re.compile(
@@ -68,11 +98,22 @@ def trigger_action(content: str, metadata: dict[str, Any]) -> tuple[str, str] | 
     trig, act = metadata.get("trigger"), metadata.get("action")
     if isinstance(trig, str) and isinstance(act, str) and trig.strip() and act.strip():
         return trig.strip(), act.strip().rstrip(".!")
-    for pattern in (_WHEN, _TO):
-        m = pattern.match(content)
+    text = drop_speaker(strip_context(content))
+    for pattern in (_TRIED, _WHEN, _IF_THEN, _FIXED_BY, _TO):
+        m = pattern.match(text)
         if m:
-            return m["trigger"].strip(), m["action"].strip()
+            action = _COUNTER.sub("", m["action"].strip()).strip()
+            return m["trigger"].strip(), action
     return None
+
+
+def text_outcome(content: str, trigger: str | None = None) -> str | None:
+    """``success`` / ``failure`` from the words of an episode that records no outcome (failure words win);
+    the ``trigger``'s own words do not count ("when the build *fails*, ...")."""
+    text = content.replace(trigger, " ") if trigger else content
+    if _FAILURE.search(text):
+        return "failure"
+    return "success" if _SUCCESS.search(text) else None
 
 
 def procedure_key(trigger: str, action: str) -> str:
@@ -108,13 +149,14 @@ def detect_procedures(
     groups: dict[str, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
         found = trigger_action(r["content"], loads_metadata(r))
-        if found is None or r["outcome"] not in ("success", "failure"):
+        outcome = r["outcome"] or (text_outcome(r["content"], found[0]) if found else None)
+        if found is None or outcome not in ("success", "failure"):
             continue
         g = groups.setdefault(
             procedure_key(*found), {"texts": Counter(), "success": set(), "failure": set(), "new": False}
         )
-        g[r["outcome"]].add(r["id"])
-        if r["outcome"] == "success":
+        g[outcome].add(r["id"])
+        if outcome == "success":
             g["texts"][found] += 1
         g["new"] |= since is None or r["created_at"] > since
     procedural = store.scan(agent_id, where=f"kind = 'procedural' AND {VISIBLE}").to_pylist()

@@ -30,7 +30,9 @@ AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent"},
     422: {"model": ErrorOut, "description": "invalid input; nothing was written"},
 }
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "no such memory"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "no such memory, or one of an agent this key may not access"}
+}
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "stale expected_version; current_version says where the row is"}
 }

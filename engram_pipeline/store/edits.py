@@ -5,12 +5,12 @@ Mixed into :class:`~engram_pipeline.store.core.MemoryStore`; every write goes th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from engram_pipeline.model import Memory, rows_to_table, utcnow
+from engram_pipeline.model import Memory, dumps_metadata, rows_to_table, utcnow
+from engram_pipeline.store import validation as v
 from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
 from engram_pipeline.store.errors import InvalidInput, NothingToRestore, VersionConflict
@@ -81,6 +81,11 @@ class EditsMixin(RecordsMixin):
             raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
         if not changes:
             raise InvalidInput("nothing to update")
+        v.check_version("expected_version", expected_version)
+        if "metadata" in changes:
+            changes["metadata"] = v.check_metadata(changes["metadata"])
+        if "pinned" in changes:
+            changes["pinned"] = v.check_bool("pinned", changes["pinned"])
         current = self.get(memory_id, agent_id=agent_id, track_access=False)
         if current["version"] != expected_version:
             raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
@@ -99,9 +104,7 @@ class EditsMixin(RecordsMixin):
         change: Change = {"id": memory_id, "version": expected_version}
         for key, value in changes.items():
             if key == "metadata":
-                if not isinstance(value, dict):
-                    raise InvalidInput("metadata must be an object")
-                value = json.dumps(value, sort_keys=True)
+                value = dumps_metadata(value)
             elif key == "tags":
                 value = probe["tags"]
             change[key] = value
@@ -128,6 +131,7 @@ class EditsMixin(RecordsMixin):
 
     def delete(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
         """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
+        expected_version = None if expected_version is None else v.check_version("expected_version", expected_version)
         current = self.get(memory_id, track_access=False)
         expected = current["version"] if expected_version is None else expected_version
         result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")

@@ -19,7 +19,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from engram_pipeline.api.models import MemoryOut
 from engram_pipeline.api.passes import PassUnavailable, as_json, lifecycle
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import InvalidInput, MemoryNotFound, MemoryStore, NothingToRestore, VersionConflict
+from engram_pipeline.store import (
+    InvalidInput,
+    MemoryNotFound,
+    MemoryStore,
+    NothingToRestore,
+    RestoreConflict,
+    VersionConflict,
+)
 
 Kind = Literal["episodic", "semantic", "procedural", "schema"]
 Tier = Literal["hot", "warm", "cold", "archive"]
@@ -46,6 +53,12 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
+            except RestoreConflict as exc:
+                raise ToolError(
+                    f"CONFLICT: memory {exc.memory_id} changed after the {exc.action} that hid it (it is now at "
+                    f"version {exc.current}); restoring would revert those changes. Read it with get_memory, and "
+                    f"to restore it anyway call restore_memory with expectedVersion {exc.current}."
+                ) from None
             except VersionConflict as exc:
                 if exc.current is None:
                     raise ToolError(f"NOT_FOUND: memory {exc.memory_id} no longer exists") from None
@@ -145,14 +158,18 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         row = guarded(store.update)(id, expected_version=expectedVersion, actor=actor, agent_id=agent_id, **changes)
         return _memory(row)
 
-    @server.tool(description="Bring back a pruned, merged, superseded, archived or deleted memory.")
-    def restore_memory(id: str) -> dict[str, Any]:
+    @server.tool(
+        description="Bring back a pruned, merged, superseded, archived or deleted memory. If it changed after "
+        "it was hidden you get a CONFLICT error (restoring would revert those changes): read it with get_memory "
+        "and pass its version as expectedVersion to restore it anyway."
+    )
+    def restore_memory(id: str, expectedVersion: int | None = None) -> dict[str, Any]:
         found = store.last_pre_image(id)
         rows = store.get_many([id], columns=["id", "agent_id"])
         owner = rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
         if owner != agent_id:
             raise ToolError(f"NOT_FOUND: memory {id!r} does not exist")
-        return _memory(guarded(store.restore)(id, actor=actor))
+        return _memory(guarded(store.restore)(id, expected_version=expectedVersion, actor=actor))
 
     @server.tool(description="Promote short-term memories that earned it to long-term memory, now.")
     def consolidate_memories() -> dict[str, Any]:

@@ -95,6 +95,13 @@ class UpdateRequest(Request):
         return {f: getattr(self, f) for f in self.model_fields_set if f != "expected_version"}
 
 
+class RestoreRequest(Request):
+    """Optional: the version you read. Needed when the memory changed after the event that hid it (restoring
+    then reverts those changes); a stale one is refused with 409 and ``current_version``."""
+
+    expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)] | None = None
+
+
 class RecallRequest(Request):
     agent_id: Id
     query: Text | None = None

@@ -7,6 +7,7 @@ from engram_pipeline.store.errors import (
     InvalidInput,
     MemoryNotFound,
     NothingToRestore,
+    RestoreConflict,
     StoreError,
     VersionConflict,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "MemoryStore",
     "NothingToRestore",
     "RememberResult",
+    "RestoreConflict",
     "StoreError",
     "VersionConflict",
 ]

@@ -110,6 +110,12 @@ class RecordsMixin:
         table = rows_to_table(rows, LINK_SCHEMA)
         _with_retry(lambda: self.links.add(table))
 
+    def drop_links(self, *, src_id: str, dst_id: str, rel: str) -> None:
+        """Remove the links ``src_id -rel-> dst_id`` (one commit; none there is a no-op)."""
+        where = f"{eq('src_id', src_id)} AND {eq('dst_id', dst_id)} AND {eq('rel', rel)}"
+        if self.links.count_rows(where):
+            _with_retry(lambda: self.links.delete(where))
+
     def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[dict[str, Any]]:
         ids = list(memory_ids)
         if not ids:

@@ -104,3 +104,22 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
 
 def mid_of(store: MemoryStore) -> str:
     return next(r["id"] for r in store.list_memories("alice"))
+
+
+def test_mcp_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(store: MemoryStore) -> None:
+    from engram_pipeline.api.mcp_server import build_mcp
+    from engram_pipeline.store.write_path import mark_superseded
+
+    old = store.remember("alice", "User lives in Berlin").memory
+    new = store.remember("alice", "Completely different memory about tea").memory
+    mark_superseded(store, old, by=new["id"], reason="t", actor="t")
+    store.update(old["id"], expected_version=2, tags=["edited"])
+
+    async def session() -> None:
+        async with Client(build_mcp(store, "alice")) as client:
+            refused = error_text(await client.call_tool("restore_memory", {"id": old["id"]}))
+            assert "CONFLICT:" in refused and "expectedVersion 3" in refused
+            back = payload(await client.call_tool("restore_memory", {"id": old["id"], "expectedVersion": 3}))
+            assert back["status"] == "active" and back["version"] == 4
+
+    anyio.run(session)

@@ -214,6 +214,28 @@ def test_restore_after_delete(client: TestClient, api_store: MemoryStore) -> Non
     assert client.post("/v1/memories/never-existed/restore", headers=ALICE).status_code == 404
 
 
+def test_restore_of_a_row_edited_after_it_was_hidden_needs_its_current_version(
+    client: TestClient, api_store: MemoryStore
+) -> None:
+    from engram_pipeline.store.write_path import mark_superseded
+
+    old = remember(client, "User lives in Berlin").json()["memory"]
+    new = remember(client, "Completely different memory about tea").json()["memory"]
+    assert mark_superseded(api_store, api_store.get(old["id"], track_access=False), by=new["id"], reason="t", actor="t")
+    api_store.update(old["id"], expected_version=2, tags=["edited"])
+    before = api_store.memories.version
+    r = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
+    assert r.status_code == 409 and r.json()["current_version"] == 3, r.text
+    assert "changed after the supersede" in r.json()["detail"]
+    stale = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 2}, headers=ALICE)
+    assert stale.status_code == 409 and stale.json()["current_version"] == 3
+    assert api_store.memories.version == before
+    ok = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 3}, headers=ALICE)
+    assert ok.status_code == 200 and ok.json()["status"] == "active" and ok.json()["tags"] == []
+    again = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
+    assert again.status_code == 409 and "already restored" in again.json()["detail"]
+
+
 def test_other_agents_ids_answer_like_unknown_ids(client: TestClient, api_store: MemoryStore) -> None:
     """A key scoped to bob cannot tell alice's ids from ids that never existed (live, or only in the audit)."""
     live = remember(client, "Alice's live note").json()["memory"]["id"]

@@ -2,7 +2,12 @@
 
 Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` (needs ``expectedVersion``; a stale one is
 a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``, ``consolidate_memories`` (STM
-promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true) and ``memory_health``.
+promotion, run now), ``consolidate_corpus`` and ``memory_health``.
+
+``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
+returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
+only on a server started with ``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its
+own memories away unreviewed.
 
 Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
 found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can act on are tool errors
@@ -24,9 +29,11 @@ from engram_pipeline.store import (
     MemoryNotFound,
     MemoryStore,
     NothingToRestore,
+    PlanNotFound,
     RestoreConflict,
     VersionConflict,
 )
+from engram_pipeline.store.validation import check_id
 
 Kind = Literal["episodic", "semantic", "procedural", "schema"]
 Tier = Literal["hot", "warm", "cold", "archive"]
@@ -36,8 +43,9 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
     return MemoryOut.of(row).model_dump(mode="json")
 
 
-def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
-    """An MCP server whose tools read and write ``agent_id``'s memories in ``store``."""
+def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPServer:
+    """An MCP server whose tools read and write ``agent_id``'s memories in ``store`` (``admin``: its
+    ``consolidate_corpus`` may apply a reviewed merge plan)."""
     actor = f"mcp:{agent_id}"
     server: MCPServer = MCPServer(
         name="engram-memory",
@@ -67,7 +75,7 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
                     f"{exc.expected}, it is now at version {exc.current}). Re-read it with get_memory, "
                     "re-apply your change, and retry with the new version."
                 ) from None
-            except (MemoryNotFound, NothingToRestore) as exc:
+            except (MemoryNotFound, NothingToRestore, PlanNotFound) as exc:
                 raise ToolError(f"NOT_FOUND: {exc}") from None
             except InvalidInput as exc:
                 raise ToolError(f"INVALID_INPUT: {exc}") from None
@@ -176,12 +184,27 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         return as_json(guarded(lambda: lifecycle("promotion", "promote_stm")(store, agent_id))())
 
     @server.tool(
-        description="Plan merging near-duplicate memories (dryRun, the default, only plans; dryRun=false "
-        "applies the latest reviewed plan)."
+        description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
+        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
     )
-    def consolidate_corpus(dryRun: bool = True) -> dict[str, Any]:
-        run = guarded(lambda: lifecycle("corpus_merge", "consolidate_corpus")(store, agent_id, dry_run=dryRun))
-        return as_json(run())
+    def consolidate_corpus(dryRun: bool = True, planId: str | None = None) -> dict[str, Any]:
+        if dryRun:
+            if planId is not None:
+                raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
+            plan = lifecycle("corpus_merge", "consolidate_corpus")
+            return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
+        if not admin:
+            raise ToolError(
+                "FORBIDDEN: applying a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
+                "ask an operator to review the plan and apply it"
+            )
+        if planId is None:
+            raise ToolError("INVALID_INPUT: applying needs planId, the plan_id a dry run returned and was reviewed")
+        found = store.get_plan(planId)
+        if found is None or found["agent_id"] != agent_id:
+            raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
+        apply = lifecycle("corpus_merge", "apply_corpus_merge")
+        return as_json(guarded(lambda: apply(store, agent_id, planId))())
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
@@ -190,9 +213,8 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
     return server
 
 
-def run_mcp(agent_id: str, settings: Settings) -> None:
+def run_mcp(agent_id: str, settings: Settings, *, admin: bool = False) -> None:
     """Open the store from ``settings`` and serve ``agent_id``'s memory tools over stdio until EOF."""
-    if not agent_id.strip():
-        raise InvalidInput("the MCP server needs an agent id")
+    check_id("agent_id", agent_id)
     store = MemoryStore.open(settings=settings)
-    build_mcp(store, agent_id).run("stdio")
+    build_mcp(store, agent_id, admin=admin).run("stdio")

@@ -201,7 +201,19 @@ class PromoteRequest(Request):
 
 
 class CorpusMergeRequest(Request):
-    dry_run: bool = Field(default=True, description="plan only (default); false applies the latest plan")
+    """A dry run (the default) stores a plan and returns its ``plan_id`` for review; ``dry_run: false`` with
+    that ``plan_id`` applies exactly the reviewed plan (never a fresh one)."""
+
+    dry_run: bool = Field(default=True, description="plan only (default); false applies the plan named by plan_id")
+    plan_id: Id | None = Field(default=None, description="the reviewed plan to apply (with dry_run: false)")
+
+    @model_validator(mode="after")
+    def _apply_names_its_plan(self) -> CorpusMergeRequest:
+        if not self.dry_run and self.plan_id is None:
+            raise ValueError("applying needs the plan_id of the reviewed plan (a dry run stores one and returns it)")
+        if self.dry_run and self.plan_id is not None:
+            raise ValueError("plan_id is only used to apply: send dry_run: false with it")
+        return self
 
 
 class ReportResponse(BaseModel):

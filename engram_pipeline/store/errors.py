@@ -45,6 +45,14 @@ class NothingToRestore(StoreError):
         super().__init__(f"memory {memory_id!r}: nothing to restore; {why}")
 
 
+class PlanNotFound(StoreError, LookupError):
+    def __init__(self, plan_id: str) -> None:
+        self.plan_id = plan_id
+        super().__init__(
+            f"no corpus-merge plan {plan_id!r}; a dry run of the corpus merge stores one and returns its id"
+        )
+
+
 class EmbedderMismatch(StoreError):
     def __init__(self, uri: str, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
         super().__init__(

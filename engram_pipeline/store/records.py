@@ -167,6 +167,14 @@ class RecordsMixin:
             return None
         return _plan(max(rows, key=lambda r: (r["created_at"], r["plan_id"])))
 
+    def plans_of(self, agent_id: str, *, kind: str = "corpus_merge", status: str | None = None) -> list[dict[str, Any]]:
+        """The agent's plans of ``kind`` (only those with ``status``, e.g. "pending", if given), oldest first."""
+        where = f"{eq('agent_id', agent_id)} AND {eq('kind', kind)}"
+        if status is not None:
+            where += f" AND {eq('status', status)}"
+        rows = self.plans.search().where(where).limit(None).to_arrow().to_pylist()
+        return [_plan(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"]))]
+
     def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
         _with_retry(lambda: self.plans.update(where=eq("plan_id", plan_id), values=values))

@@ -9,7 +9,9 @@ returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan
 only on a server started with ``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its
 own memories away unreviewed.
 
-Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
+Arguments are strictly typed (``true`` is not ``1``, ``"5"`` is not a number); their values are checked by
+the store (:mod:`engram_pipeline.store.validation`), whose refusals are ``INVALID_INPUT`` errors naming the
+field. Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
 found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can act on are tool errors
 (``isError``) whose text says what to do.
 """
@@ -20,6 +22,7 @@ from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline.api.models import MemoryOut
 from engram_pipeline.api.passes import PassUnavailable, as_json, lifecycle
@@ -89,11 +92,11 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="Store a memory; returns it with the outcome (created or duplicate) and contradictions.")
     def remember(
-        content: str,
-        tags: list[str] | None = None,
+        content: StrictStr,
+        tags: list[StrictStr] | None = None,
         kind: Kind = "semantic",
-        pinned: bool = False,
-        importance: float | None = None,
+        pinned: StrictBool = False,
+        importance: StrictFloat | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         result = guarded(store.remember)(
@@ -115,12 +118,12 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="The k (1..100) memories most relevant to a query, best first, with scores.")
     def recall(
-        query: str,
-        k: int = 10,
-        includeSuperseded: bool = False,
-        includeArchived: bool = False,
+        query: StrictStr,
+        k: StrictInt = 10,
+        includeSuperseded: StrictBool = False,
+        includeArchived: StrictBool = False,
         tiers: list[Tier] | None = None,
-        minConfidence: float | None = None,
+        minConfidence: StrictFloat | None = None,
     ) -> dict[str, Any]:
         hits = guarded(store.recall)(
             agent_id,
@@ -136,7 +139,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         return {"data": data, "count": len(data)}
 
     @server.tool(description="One memory by id, with its current version (pass it to update_memory).")
-    def get_memory(id: str) -> dict[str, Any]:
+    def get_memory(id: StrictStr) -> dict[str, Any]:
         return _memory(guarded(store.get)(id, agent_id=agent_id))
 
     @server.tool(
@@ -144,13 +147,13 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         "you get a CONFLICT error: re-read it with get_memory and retry."
     )
     def update_memory(
-        id: str,
-        expectedVersion: int,
-        content: str | None = None,
-        tags: list[str] | None = None,
-        importance: float | None = None,
-        confidence: float | None = None,
-        pinned: bool | None = None,
+        id: StrictStr,
+        expectedVersion: StrictInt,
+        content: StrictStr | None = None,
+        tags: list[StrictStr] | None = None,
+        importance: StrictFloat | None = None,
+        confidence: StrictFloat | None = None,
+        pinned: StrictBool | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         given = {
@@ -171,7 +174,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         "it was hidden you get a CONFLICT error (restoring would revert those changes): read it with get_memory "
         "and pass its version as expectedVersion to restore it anyway."
     )
-    def restore_memory(id: str, expectedVersion: int | None = None) -> dict[str, Any]:
+    def restore_memory(id: StrictStr, expectedVersion: StrictInt | None = None) -> dict[str, Any]:
         found = store.last_pre_image(id)
         rows = store.get_many([id], columns=["id", "agent_id"])
         owner = rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
@@ -187,7 +190,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
         "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
     )
-    def consolidate_corpus(dryRun: bool = True, planId: str | None = None) -> dict[str, Any]:
+    def consolidate_corpus(dryRun: StrictBool = True, planId: StrictStr | None = None) -> dict[str, Any]:
         if dryRun:
             if planId is not None:
                 raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")

@@ -18,10 +18,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from engram_pipeline.model import Memory
 
-MAX_ID_CHARS = 200
-# Ids travel into LanceDB filters: no control characters (NUL cannot be quoted), bounded length.
-ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-MAX_VERSION = 2**53  # beyond any real version, within int64 after the +1 of a write
+# The limits are the store's (one place: engram_pipeline.store.validation); the models repeat them only so that
+# the OpenAPI schema shows them. What the models let through, the store still checks before writing.
+from engram_pipeline.store.validation import (
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TTL_S,
+    MAX_VERSION,
+)
 
 
 def _no_surrogates(value: str) -> str:
@@ -37,7 +43,7 @@ Id = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_no_surrogates)
 ]
 Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_surrogates)]
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_surrogates)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_no_surrogates)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
 Kind = Literal["episodic", "semantic", "procedural", "schema"]
@@ -56,14 +62,14 @@ class RememberRequest(Request):
     content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
     tier: Literal["stm", "ltm", "auto"] = "auto"
     kind: Kind = "semantic"
-    tags: Annotated[list[Tag], Field(max_length=100)] = []
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
     source: Source = "agent"
     outcome: Outcome | None = None
     pinned: bool = False
     importance: Unit | None = None
     confidence: Unit | None = None
     metadata: dict[str, Any] | None = None
-    ttl_s: Annotated[int, Field(ge=1, le=10 * 365 * 86400)] | None = None
+    ttl_s: Annotated[int, Field(ge=1, le=MAX_TTL_S)] | None = None
     vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
 
 
@@ -72,7 +78,7 @@ class UpdateRequest(Request):
 
     expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)]
     content: Text | None = None
-    tags: Annotated[list[Tag], Field(max_length=100)] | None = None
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
     importance: Unit | None = None
     confidence: Unit | None = None
     pinned: bool | None = None

@@ -27,23 +27,19 @@ from engram_pipeline.store.validation import (
     MAX_TAGS,
     MAX_TTL_S,
     MAX_VERSION,
+    check_plain_string,
 )
 
 
-def _no_surrogates(value: str) -> str:
-    # JSON may carry lone UTF-16 surrogates ("\ud800"); they cannot be stored as UTF-8.
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValueError("text contains an unpaired surrogate; send valid Unicode") from None
-    return value
+def _storable(value: str) -> str:
+    return check_plain_string("text", value)
 
 
 Id = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_no_surrogates)
+    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_storable)
 ]
-Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_surrogates)]
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_no_surrogates)]
+Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_storable)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_storable)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
 Kind = Literal["episodic", "semantic", "procedural", "schema"]

@@ -55,12 +55,7 @@ def check_text(name: str, value: Any, *, max_bytes: int | None = None) -> str:
     """A non-blank string without NUL or unpaired surrogates (at most ``max_bytes`` bytes of UTF-8)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{name} must be a non-empty string")
-    if "\x00" in value:
-        raise InvalidInput(f"{name} must not contain a NUL character")
-    try:
-        size = len(value.encode())
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{name} contains an unpaired surrogate; send valid Unicode") from None
+    size = len(check_plain_string(name, value).encode())
     if max_bytes is not None and size > max_bytes:
         raise InvalidInput(f"{name} is {size} bytes; the limit is {max_bytes}")
     return value
@@ -172,12 +167,12 @@ def _check_json(path: str, value: Any, depth: int) -> None:
         if not math.isfinite(value):
             raise InvalidInput(f"{path} must be a finite number (NaN and infinity are not JSON); got {value}")
     elif isinstance(value, str):
-        _plain_string(path, value)
+        check_plain_string(path, value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidInput(f"{path} keys must be strings; got {_show(key)}")
-            _plain_string(f"{path} key {_show(key)}", key)
+            check_plain_string(f"{path} key {_show(key)}", key)
             _check_json(f"{path}.{key}", item, depth + 1)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
@@ -186,13 +181,15 @@ def _check_json(path: str, value: Any, depth: int) -> None:
         raise InvalidInput(f"{path} must be a JSON value; got {type(value).__name__}")
 
 
-def _plain_string(path: str, value: str) -> None:
+def check_plain_string(path: str, value: str) -> str:
+    """Storable text: no NUL, no unpaired surrogate (JSON can carry "\\ud800"; UTF-8 cannot)."""
     if "\x00" in value:
         raise InvalidInput(f"{path} must not contain a NUL character")
     try:
         value.encode()
     except UnicodeEncodeError:
         raise InvalidInput(f"{path} contains an unpaired surrogate; send valid Unicode") from None
+    return value
 
 
 def check_vector(value: Any, dimension: int, *, name: str = "vector") -> list[float]:

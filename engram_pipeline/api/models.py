@@ -206,7 +206,9 @@ class CorpusMergeRequest(Request):
     """A dry run (the default) stores a plan and returns its ``plan_id`` for review; ``dry_run: false`` with
     that ``plan_id`` applies exactly the reviewed plan (never a fresh one)."""
 
-    dry_run: bool = Field(default=True, description="plan only (default); false applies the plan named by plan_id")
+    dry_run: bool = Field(
+        default=True, description="plan only (default); false applies exactly the reviewed plan named by plan_id"
+    )
     plan_id: Id | None = Field(default=None, description="the reviewed plan to apply (with dry_run: false)")
 
     @model_validator(mode="after")

@@ -92,7 +92,9 @@ def consolidate_corpus(
     ctx: typer.Context,
     agent: AgentOpt = None,
     all_agents: AllOpt = False,
-    apply: Annotated[bool, typer.Option("--apply", help="apply exactly a reviewed plan (default: dry run)")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="applies exactly the reviewed plan (default: dry run)")
+    ] = False,
     plan_id: Annotated[
         str | None, typer.Option(help="the reviewed plan to apply (default: the agent's only pending plan)")
     ] = None,

@@ -90,7 +90,7 @@ def corpus_merge(
     """Plan the corpus merge, or apply exactly a reviewed plan.
 
     The default is a dry run: it stores a plan (clusters, member versions) and returns its ``plan_id``;
-    memories are not touched. ``{"dry_run": false, "plan_id": "..."}`` applies exactly that plan: a member
+    memories are not touched. ``{"dry_run": false, "plan_id": "..."}`` applies exactly the reviewed plan: a member
     changed since the review is skipped and counted, and a near-duplicate written after it is not merged.
     """
     if body is None or body.dry_run:

@@ -5,7 +5,8 @@
 
 Work is bounded by counts, not by time: a client loops until the server accepted ``updates_per_client`` of
 its updates *and* the lifecycle runner has finished its ``merge_rounds`` (so the load overlaps every merge);
-the lifecycle runner does ``merge_rounds`` rounds per agent while the clients run, then leaves a marker file.
+the lifecycle runner does ``merge_rounds`` rounds per agent while the clients run (and more, until some member
+was merged: every planned member may have been edited during a review window), then leaves a marker file.
 The deadline in SPEC is only a generous cap for a machine that is far too slow (the test then says so).
 
 A client does versioned updates (GET, think, PATCH metadata.counter + 1 with the
@@ -103,9 +104,11 @@ def lifecycle(uri: str, spec_path: str, out_path: str) -> None:
     merges: list[dict[str, Any]] = []
     decays: list[dict[str, Any]] = []
     step = 0
-    for _round in range(spec["merge_rounds"]):
+    rounds = 0
+    while rounds < spec["merge_rounds"] or not any(m["merged"] for m in merges):
         if time.time() >= spec["deadline"]:
             break
+        rounds += 1
         for agent in spec["agents"]:
             plan = consolidate_corpus(store, agent, dry_run=True)
             time.sleep(0.3)  # the review window: clients keep editing planned rows

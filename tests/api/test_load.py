@@ -173,5 +173,5 @@ def test_no_lost_update_under_load(store_uri: str, settings: Settings, tmp_path:
     # the load was what the test claims: every client got its updates accepted, every merge round ran
     short = [c["accepted_total"] for c in clients if c["accepted_total"] < UPDATES_PER_CLIENT]
     assert not short, f"time cap of {CAP_SECONDS}s hit before the clients' updates were accepted: {summary}"
-    assert len(passes["merges"]) == MERGE_ROUNDS * len(AGENTS), f"time cap hit during the merge rounds: {summary}"
+    assert len(passes["merges"]) >= MERGE_ROUNDS * len(AGENTS), f"time cap hit during the merge rounds: {summary}"
     assert merged > 0 and passes["decays"], summary

@@ -175,10 +175,12 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         "and pass its version as expectedVersion to restore it anyway."
     )
     def restore_memory(id: StrictStr, expectedVersion: StrictInt | None = None) -> dict[str, Any]:
-        found = store.last_pre_image(id)
-        rows = store.get_many([id], columns=["id", "agent_id"])
-        owner = rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
-        if owner != agent_id:
+        def owner() -> str | None:
+            rows = store.get_many([id], columns=["id", "agent_id"])
+            found = None if rows else store.last_pre_image(id)
+            return rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
+
+        if guarded(owner)() != agent_id:
             raise ToolError(f"NOT_FOUND: memory {id!r} does not exist")
         return _memory(guarded(store.restore)(id, expected_version=expectedVersion, actor=actor))
 

@@ -166,3 +166,15 @@ def test_bad_input_names_the_field_and_writes_nothing(
     assert bad.needle in text, text
     assert footprint(api_store) == before
     assert "NaN" not in (api_store.get(mid, track_access=False)["metadata"] or "")
+
+
+def test_a_nul_in_an_id_to_look_up_is_invalid_input_on_every_surface(api_store: MemoryStore, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="NUL"):
+        api_store.get("a\x00b")
+
+    async def call() -> Any:
+        async with Client(build_mcp(api_store, "alice")) as c:
+            return [await c.call_tool(t, {"id": "a\x00b"}) for t in ("get_memory", "restore_memory")]
+
+    for result in anyio.run(call):
+        assert result.is_error and "INVALID_INPUT" in result.content[0].text

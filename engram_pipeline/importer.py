@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from engram_pipeline.model import STATUSES, Memory
+from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
 
 if TYPE_CHECKING:
@@ -269,8 +270,6 @@ def build_row(store: MemoryStore, line: Mapping[str, Any]) -> Memory:
         last_accessed_at=_time(line, "last_accessed_at"),
         access_count=_int(line, "access_count") or 0,
     )
-    if row["access_count"] < 0:
-        raise ValueError("access_count cannot be negative")
     _apply_store_fields(row, line)
     return row
 
@@ -282,25 +281,21 @@ def _apply_store_fields(row: Memory, line: Mapping[str, Any]) -> None:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
         row["status"] = status
     if line.get("superseded_by") is not None:
-        row["superseded_by"] = _opt_str(line, "superseded_by")
+        row["superseded_by"] = v.check_id("superseded_by", line["superseded_by"])
     with_ = line.get("contradiction_with")
     if with_ is not None:
-        if not isinstance(with_, list) or not all(isinstance(x, str) for x in with_):
-            raise ValueError("contradiction_with must be a list of ids")
-        row["contradiction_with"] = with_
-    for key in ("version", "reinforcement_count"):
-        value = _int(line, key)
-        if value is not None:
-            if value < (1 if key == "version" else 0):
-                raise ValueError(f"{key} out of range: {value}")
-            row[key] = value
+        row["contradiction_with"] = v.check_ids("contradiction_with", with_)
+    if line.get("version") is not None:
+        row["version"] = v.check_version("version", line["version"])
+    if line.get("reinforcement_count") is not None:
+        row["reinforcement_count"] = v.check_count("reinforcement_count", line["reinforcement_count"])
     if line.get("updated_at") is not None:
         row["updated_at"] = _time(line, "updated_at")
     for key in ("decayed_at", "expires_at"):
         if key in line:  # an explicit null clears what new_row derived (an LTM row has no expiry)
             row[key] = _time(line, key)
     if line.get("importance_factors") is not None:
-        row["importance_factors"] = _opt_str(line, "importance_factors")
+        row["importance_factors"] = v.check_text("importance_factors", line["importance_factors"])
 
 
 def _str(line: Mapping[str, Any], key: str, default: str) -> str:
@@ -359,7 +354,7 @@ def _time(line: Mapping[str, Any], key: str) -> datetime | None:
             raise ValueError(f"{key} is not an ISO-8601 time: {value!r}") from None
     else:
         raise ValueError(f"{key} must be an ISO-8601 time string")
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return v.check_time(key, ts)
 
 
 # -- export ----------------------------------------------------------------------------------------------

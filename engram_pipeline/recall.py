@@ -36,6 +36,7 @@ from engram_pipeline.model import CONFIDENCE_TIERS, Memory, utcnow
 from engram_pipeline.scoring import significance
 from engram_pipeline.store.errors import InvalidInput
 from engram_pipeline.store.sql import eq, lit
+from engram_pipeline.store.validation import check_int, check_k, check_text, check_unit
 from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
@@ -90,8 +91,7 @@ def visibility_filter(
             ranges.append(f"(confidence >= {lo!r} AND confidence {'<=' if hi_inclusive else '<'} {hi!r})")
         conds.append("(" + " OR ".join(ranges) + ")")
     if min_confidence is not None:
-        if not 0.0 <= min_confidence <= 1.0:
-            raise InvalidInput(f"min_confidence must be within [0, 1]; got {min_confidence}")
+        min_confidence = check_unit("min_confidence", min_confidence)
         conds.append(f"confidence >= {float(min_confidence)!r}")
     return " AND ".join(f"({c})" for c in conds)
 
@@ -119,14 +119,12 @@ def recall(
     ``with_vectors=False`` leaves ``vector`` (and the internal ``write_token``) out of the returned rows (the
     API does not send them; not reading and converting vectors saves a few milliseconds per recall).
     """
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise InvalidInput(f"k must be an integer within 1..{MAX_K}; got {k!r}")
-    if isinstance(evidence, bool) or not isinstance(evidence, int) or not 0 <= evidence <= MAX_EVIDENCE:
-        raise InvalidInput(f"evidence must be an integer within 0..{MAX_EVIDENCE}; got {evidence!r}")
+    check_k(k, high=MAX_K)
+    check_int("evidence", evidence, low=0, high=MAX_EVIDENCE)
     if (query is None) == (vector is None):
         raise InvalidInput("give exactly one of query or vector")
-    if query is not None and not query.strip():
-        raise InvalidInput("query must not be empty")
+    if query is not None:
+        check_text("query", query)
     qvec = store._vector_for(query, None) if query is not None else store._vector_for("", vector)
     s = store.settings
     now = now or utcnow()

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 __all__ = ["app_from_env", "create_app", "run_mcp", "serve"]
 
 
-def run_mcp(agent_id: str, settings: Settings) -> None:
-    """Serve the MCP tools for ``agent_id`` over stdio (blocking); see :mod:`engram_pipeline.api.mcp_server`."""
+def run_mcp(agent_id: str, settings: Settings, *, admin: bool = False) -> None:
+    """Serve the MCP tools for ``agent_id`` over stdio (blocking); see :mod:`engram_pipeline.api.mcp_server`.
+
+    ``admin`` lets ``consolidate_corpus`` apply a reviewed merge plan (by its id)."""
     from engram_pipeline.api.mcp_server import run_mcp as _run
 
-    _run(agent_id, settings)
+    _run(agent_id, settings, admin=admin)

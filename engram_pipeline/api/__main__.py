@@ -18,13 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--access-interval-ms", type=float, default=1000.0, help="access bookkeeping flush (0: inline)")
     parser.add_argument("--mcp-agent", default=None, help="serve MCP over stdio for this agent instead of HTTP")
+    parser.add_argument("--mcp-admin", action="store_true", help="the MCP server may apply reviewed merge plans")
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
         if args.mcp_agent:
             from engram_pipeline.api import run_mcp
 
-            run_mcp(args.mcp_agent, settings)
+            run_mcp(args.mcp_agent, settings, admin=args.mcp_admin)
         else:
             from engram_pipeline.api import serve
 

@@ -1,6 +1,8 @@
 """Dependencies of the routes: the store, the caller, and the memory or agent a route acts on.
 
 Authentication, tenancy (403) and not-found (404) are decided here, once; routes receive what they may touch.
+A memory id of an agent the caller may not access is answered exactly like an unknown id (404), so a key
+cannot probe which ids exist elsewhere; agent ids in paths and bodies stay 403 (they are the key's scope).
 """
 
 from __future__ import annotations
@@ -113,12 +115,16 @@ def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
 AgentDep = Annotated[str, Depends(get_agent)]
 
 
-def get_memory(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) -> Memory:
-    """The memory named in the path, if it exists (404) and belongs to an agent the caller may access (403)."""
-    rows = store.get_many([memory_id])
-    if not rows:
+def visible_to(caller: Caller, memory_id: str, agent_id: str | None) -> None:
+    """Refuse a memory the caller may not see as not found (404), whether it is another agent's or unknown."""
+    if agent_id is None or not caller.may_access(agent_id):
         raise MemoryNotFound(memory_id)
-    authorize(caller, rows[0]["agent_id"])
+
+
+def get_memory(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) -> Memory:
+    """The memory named in the path, if it exists and belongs to an agent the caller may access (else 404)."""
+    rows = store.get_many([memory_id])
+    visible_to(caller, memory_id, rows[0]["agent_id"] if rows else None)
     return rows[0]
 
 
@@ -132,10 +138,8 @@ def get_restorable(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) 
         agent_id = rows[0]["agent_id"]
     else:
         found = store.last_pre_image(memory_id)
-        if found is None:
-            raise MemoryNotFound(memory_id)
-        agent_id = found[0]["agent_id"]
-    authorize(caller, agent_id)
+        agent_id = found[0]["agent_id"] if found is not None else None
+    visible_to(caller, memory_id, agent_id)
     return memory_id
 
 

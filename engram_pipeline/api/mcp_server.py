@@ -2,9 +2,16 @@
 
 Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` (needs ``expectedVersion``; a stale one is
 a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``, ``consolidate_memories`` (STM
-promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true) and ``memory_health``.
+promotion, run now), ``consolidate_corpus`` and ``memory_health``.
 
-Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
+``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
+returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
+only on a server started with ``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its
+own memories away unreviewed.
+
+Arguments are strictly typed (``true`` is not ``1``, ``"5"`` is not a number); their values are checked by
+the store (:mod:`engram_pipeline.store.validation`), whose refusals are ``INVALID_INPUT`` errors naming the
+field. Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
 found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can act on are tool errors
 (``isError``) whose text says what to do.
 """
@@ -15,11 +22,21 @@ from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline.api.models import MemoryOut
 from engram_pipeline.api.passes import PassUnavailable, as_json, lifecycle
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import InvalidInput, MemoryNotFound, MemoryStore, NothingToRestore, VersionConflict
+from engram_pipeline.store import (
+    InvalidInput,
+    MemoryNotFound,
+    MemoryStore,
+    NothingToRestore,
+    PlanNotFound,
+    RestoreConflict,
+    VersionConflict,
+)
+from engram_pipeline.store.validation import check_id
 
 Kind = Literal["episodic", "semantic", "procedural", "schema"]
 Tier = Literal["hot", "warm", "cold", "archive"]
@@ -29,8 +46,9 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
     return MemoryOut.of(row).model_dump(mode="json")
 
 
-def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
-    """An MCP server whose tools read and write ``agent_id``'s memories in ``store``."""
+def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPServer:
+    """An MCP server whose tools read and write ``agent_id``'s memories in ``store`` (``admin``: its
+    ``consolidate_corpus`` may apply a reviewed merge plan)."""
     actor = f"mcp:{agent_id}"
     server: MCPServer = MCPServer(
         name="engram-memory",
@@ -46,6 +64,12 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
+            except RestoreConflict as exc:
+                raise ToolError(
+                    f"CONFLICT: memory {exc.memory_id} changed after the {exc.action} that hid it (it is now at "
+                    f"version {exc.current}); restoring would revert those changes. Read it with get_memory, and "
+                    f"to restore it anyway call restore_memory with expectedVersion {exc.current}."
+                ) from None
             except VersionConflict as exc:
                 if exc.current is None:
                     raise ToolError(f"NOT_FOUND: memory {exc.memory_id} no longer exists") from None
@@ -54,7 +78,7 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
                     f"{exc.expected}, it is now at version {exc.current}). Re-read it with get_memory, "
                     "re-apply your change, and retry with the new version."
                 ) from None
-            except (MemoryNotFound, NothingToRestore) as exc:
+            except (MemoryNotFound, NothingToRestore, PlanNotFound) as exc:
                 raise ToolError(f"NOT_FOUND: {exc}") from None
             except InvalidInput as exc:
                 raise ToolError(f"INVALID_INPUT: {exc}") from None
@@ -68,11 +92,11 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
 
     @server.tool(description="Store a memory; returns it with the outcome (created or duplicate) and contradictions.")
     def remember(
-        content: str,
-        tags: list[str] | None = None,
+        content: StrictStr,
+        tags: list[StrictStr] | None = None,
         kind: Kind = "semantic",
-        pinned: bool = False,
-        importance: float | None = None,
+        pinned: StrictBool = False,
+        importance: StrictFloat | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         result = guarded(store.remember)(
@@ -94,12 +118,12 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
 
     @server.tool(description="The k (1..100) memories most relevant to a query, best first, with scores.")
     def recall(
-        query: str,
-        k: int = 10,
-        includeSuperseded: bool = False,
-        includeArchived: bool = False,
+        query: StrictStr,
+        k: StrictInt = 10,
+        includeSuperseded: StrictBool = False,
+        includeArchived: StrictBool = False,
         tiers: list[Tier] | None = None,
-        minConfidence: float | None = None,
+        minConfidence: StrictFloat | None = None,
     ) -> dict[str, Any]:
         hits = guarded(store.recall)(
             agent_id,
@@ -123,7 +147,7 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         return {"data": data, "count": len(data)}
 
     @server.tool(description="One memory by id, with its current version (pass it to update_memory).")
-    def get_memory(id: str) -> dict[str, Any]:
+    def get_memory(id: StrictStr) -> dict[str, Any]:
         return _memory(guarded(store.get)(id, agent_id=agent_id))
 
     @server.tool(
@@ -131,13 +155,13 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         "you get a CONFLICT error: re-read it with get_memory and retry."
     )
     def update_memory(
-        id: str,
-        expectedVersion: int,
-        content: str | None = None,
-        tags: list[str] | None = None,
-        importance: float | None = None,
-        confidence: float | None = None,
-        pinned: bool | None = None,
+        id: StrictStr,
+        expectedVersion: StrictInt,
+        content: StrictStr | None = None,
+        tags: list[StrictStr] | None = None,
+        importance: StrictFloat | None = None,
+        confidence: StrictFloat | None = None,
+        pinned: StrictBool | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         given = {
@@ -153,26 +177,47 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         row = guarded(store.update)(id, expected_version=expectedVersion, actor=actor, agent_id=agent_id, **changes)
         return _memory(row)
 
-    @server.tool(description="Bring back a pruned, merged, superseded, archived or deleted memory.")
-    def restore_memory(id: str) -> dict[str, Any]:
-        found = store.last_pre_image(id)
-        rows = store.get_many([id], columns=["id", "agent_id"])
-        owner = rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
-        if owner != agent_id:
+    @server.tool(
+        description="Bring back a pruned, merged, superseded, archived or deleted memory. If it changed after "
+        "it was hidden you get a CONFLICT error (restoring would revert those changes): read it with get_memory "
+        "and pass its version as expectedVersion to restore it anyway."
+    )
+    def restore_memory(id: StrictStr, expectedVersion: StrictInt | None = None) -> dict[str, Any]:
+        def owner() -> str | None:
+            rows = store.get_many([id], columns=["id", "agent_id"])
+            found = None if rows else store.last_pre_image(id)
+            return rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
+
+        if guarded(owner)() != agent_id:
             raise ToolError(f"NOT_FOUND: memory {id!r} does not exist")
-        return _memory(guarded(store.restore)(id, actor=actor))
+        return _memory(guarded(store.restore)(id, expected_version=expectedVersion, actor=actor))
 
     @server.tool(description="Promote short-term memories that earned it to long-term memory, now.")
     def consolidate_memories() -> dict[str, Any]:
         return as_json(guarded(lambda: lifecycle("promotion", "promote_stm")(store, agent_id))())
 
     @server.tool(
-        description="Plan merging near-duplicate memories (dryRun, the default, only plans; dryRun=false "
-        "applies the latest reviewed plan)."
+        description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
+        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
     )
-    def consolidate_corpus(dryRun: bool = True) -> dict[str, Any]:
-        run = guarded(lambda: lifecycle("corpus_merge", "consolidate_corpus")(store, agent_id, dry_run=dryRun))
-        return as_json(run())
+    def consolidate_corpus(dryRun: StrictBool = True, planId: StrictStr | None = None) -> dict[str, Any]:
+        if dryRun:
+            if planId is not None:
+                raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
+            plan = lifecycle("corpus_merge", "consolidate_corpus")
+            return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
+        if not admin:
+            raise ToolError(
+                "FORBIDDEN: applying a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
+                "ask an operator to review the plan and apply it"
+            )
+        if planId is None:
+            raise ToolError("INVALID_INPUT: applying needs planId, the plan_id a dry run returned and was reviewed")
+        found = store.get_plan(planId)
+        if found is None or found["agent_id"] != agent_id:
+            raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
+        apply = lifecycle("corpus_merge", "apply_corpus_merge")
+        return as_json(guarded(lambda: apply(store, agent_id, planId))())
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
@@ -181,9 +226,8 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
     return server
 
 
-def run_mcp(agent_id: str, settings: Settings) -> None:
+def run_mcp(agent_id: str, settings: Settings, *, admin: bool = False) -> None:
     """Open the store from ``settings`` and serve ``agent_id``'s memory tools over stdio until EOF."""
-    if not agent_id.strip():
-        raise InvalidInput("the MCP server needs an agent id")
+    check_id("agent_id", agent_id)
     store = MemoryStore.open(settings=settings)
-    build_mcp(store, agent_id).run("stdio")
+    build_mcp(store, agent_id, admin=admin).run("stdio")

@@ -18,26 +18,28 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from engram_pipeline.model import Memory
 
-MAX_ID_CHARS = 200
-# Ids travel into LanceDB filters: no control characters (NUL cannot be quoted), bounded length.
-ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-MAX_VERSION = 2**53  # beyond any real version, within int64 after the +1 of a write
+# The limits are the store's (one place: engram_pipeline.store.validation); the models repeat them only so that
+# the OpenAPI schema shows them. What the models let through, the store still checks before writing.
+from engram_pipeline.store.validation import (
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TTL_S,
+    MAX_VERSION,
+    check_plain_string,
+)
 
 
-def _no_surrogates(value: str) -> str:
-    # JSON may carry lone UTF-16 surrogates ("\ud800"); they cannot be stored as UTF-8.
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValueError("text contains an unpaired surrogate; send valid Unicode") from None
-    return value
+def _storable(value: str) -> str:
+    return check_plain_string("text", value)
 
 
 Id = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_no_surrogates)
+    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN), AfterValidator(_storable)
 ]
-Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_surrogates)]
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_surrogates)]
+Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_storable)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_storable)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
 Kind = Literal["episodic", "semantic", "procedural", "schema"]
@@ -56,14 +58,14 @@ class RememberRequest(Request):
     content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
     tier: Literal["stm", "ltm", "auto"] = "auto"
     kind: Kind = "semantic"
-    tags: Annotated[list[Tag], Field(max_length=100)] = []
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
     source: Source = "agent"
     outcome: Outcome | None = None
     pinned: bool = False
     importance: Unit | None = None
     confidence: Unit | None = None
     metadata: dict[str, Any] | None = None
-    ttl_s: Annotated[int, Field(ge=1, le=10 * 365 * 86400)] | None = None
+    ttl_s: Annotated[int, Field(ge=1, le=MAX_TTL_S)] | None = None
     vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
 
 
@@ -72,7 +74,7 @@ class UpdateRequest(Request):
 
     expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)]
     content: Text | None = None
-    tags: Annotated[list[Tag], Field(max_length=100)] | None = None
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
     importance: Unit | None = None
     confidence: Unit | None = None
     pinned: bool | None = None
@@ -93,6 +95,13 @@ class UpdateRequest(Request):
 
     def changes(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.model_fields_set if f != "expected_version"}
+
+
+class RestoreRequest(Request):
+    """Optional: the version you read. Needed when the memory changed after the event that hid it (restoring
+    then reverts those changes); a stale one is refused with 409 and ``current_version``."""
+
+    expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)] | None = None
 
 
 class RecallRequest(Request):
@@ -200,7 +209,21 @@ class PromoteRequest(Request):
 
 
 class CorpusMergeRequest(Request):
-    dry_run: bool = Field(default=True, description="plan only (default); false applies the latest plan")
+    """A dry run (the default) stores a plan and returns its ``plan_id`` for review; ``dry_run: false`` with
+    that ``plan_id`` applies exactly the reviewed plan (never a fresh one)."""
+
+    dry_run: bool = Field(
+        default=True, description="plan only (default); false applies exactly the reviewed plan named by plan_id"
+    )
+    plan_id: Id | None = Field(default=None, description="the reviewed plan to apply (with dry_run: false)")
+
+    @model_validator(mode="after")
+    def _apply_names_its_plan(self) -> CorpusMergeRequest:
+        if not self.dry_run and self.plan_id is None:
+            raise ValueError("applying needs the plan_id of the reviewed plan (a dry run stores one and returns it)")
+        if self.dry_run and self.plan_id is not None:
+            raise ValueError("plan_id is only used to apply: send dry_run: false with it")
+        return self
 
 
 class ReportResponse(BaseModel):

@@ -213,10 +213,21 @@ def recall(
     print_table(rows, ("score", "similarity", *RECORD_COLUMNS))
 
 
-def restore(ctx: typer.Context, memory_id: Annotated[str, typer.Argument()]) -> None:
-    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image."""
+def restore(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument()],
+    expected_version: Annotated[
+        int | None,
+        typer.Option(help="the version you read: needed when the memory changed after it was hidden"),
+    ] = None,
+) -> None:
+    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image.
+
+    If the memory changed after it was hidden, restoring reverts those changes: that is refused unless
+    --expected-version is its current version.
+    """
     st = state(ctx)
-    row = st.store.restore(memory_id, actor="cli")
+    row = st.store.restore(memory_id, expected_version=expected_version, actor="cli")
     if st.json:
         emit_json(row)
     else:

@@ -92,10 +92,19 @@ def consolidate_corpus(
     ctx: typer.Context,
     agent: AgentOpt = None,
     all_agents: AllOpt = False,
-    apply: Annotated[bool, typer.Option("--apply", help="apply the reviewed plan (default: dry run)")] = False,
-    plan_id: Annotated[str | None, typer.Option(help="the plan to apply (default: the agent's latest)")] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="applies exactly the reviewed plan (default: dry run)")
+    ] = False,
+    plan_id: Annotated[
+        str | None, typer.Option(help="the reviewed plan to apply (default: the agent's only pending plan)")
+    ] = None,
 ) -> None:
-    """Plan the corpus merge of near-duplicates (dry run), or apply a reviewed plan with --apply."""
+    """Plan the corpus merge of near-duplicates (dry run), or apply exactly a reviewed plan with --apply.
+
+    Without --plan-id, --apply takes each agent's only pending plan and says which; an agent with several
+    pending plans is refused (nothing is applied) and its plans are named, so that a plan made after the
+    review is never applied in its place.
+    """
     st = state(ctx)
     if plan_id is not None and not apply:
         raise CliError("--plan-id is only used with --apply")
@@ -104,7 +113,14 @@ def consolidate_corpus(
         raise CliError("--plan-id names one agent's plan: give exactly one --agent")
     if apply:
         fn = _lib("corpus_merge", "apply_corpus_merge")
-        _run(st, agents, lambda a: fn(st.store, a, plan_id=plan_id))
+        choose = _lib("corpus_merge", "plan_to_apply")
+        chosen = {a: choose(st.store, a, plan_id) for a in agents}  # refuses before anything is applied
+        for a, plan in chosen.items():
+            if plan is None:
+                warn(f"agent {a}: no pending corpus-merge plan; nothing to apply")
+            elif plan_id is None:
+                warn(f"agent {a}: applying {plan['plan_id']}, its only pending plan")
+        _run(st, agents, lambda a: fn(st.store, a, chosen[a]["plan_id"] if chosen[a] else None))
     else:
         fn = _lib("corpus_merge", "consolidate_corpus")
         _run(st, agents, lambda a: fn(st.store, a, dry_run=True))

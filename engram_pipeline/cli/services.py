@@ -23,9 +23,13 @@ def serve(
     library("engram_pipeline.api", "serve")(host, port, state(ctx).settings)
 
 
-def mcp(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent", help="the agent the tools act as")]) -> None:
+def mcp(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option("--agent", help="the agent the tools act as")],
+    admin: Annotated[bool, typer.Option("--admin", help="let consolidate_corpus apply reviewed merge plans")] = False,
+) -> None:
     """Run the MCP server (stdio) for one agent."""
-    library("engram_pipeline.api", "run_mcp")(agent, state(ctx).settings)
+    library("engram_pipeline.api", "run_mcp")(agent, state(ctx).settings, admin=admin)
 
 
 def demo(

@@ -22,7 +22,10 @@ Two steps, so that a person can review what will be hidden before it is:
    compare-and-set for the canonicals and one for the members per batch of clusters; the plan is then marked
    applied, and applying it again changes nothing.
 
-``consolidate_corpus(..., dry_run=False)`` plans and applies in one call.
+The shells (HTTP, MCP, CLI, Dagster) apply only a plan named by its id (or, on the CLI and in Dagster, the
+agent's only pending plan: with several pending, which one was reviewed is the caller's to say), and only for
+an admin. ``consolidate_corpus(..., dry_run=False)`` plans and applies in one call, unreviewed: it is for
+trusted library code and tests, and no shell calls it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
 from engram_pipeline.merge_guard import merge_decision
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
 from engram_pipeline.similarity import star_clusters
+from engram_pipeline.store.errors import InvalidInput, PlanNotFound
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -187,19 +191,16 @@ def apply_corpus_merge(
     run_id: str | None = None,
     batch_size: int = BATCH_CLUSTERS,
 ) -> CorpusMergeReport:
-    """Apply exactly the stored plan ``plan_id`` (default: the agent's latest pending plan); see the module doc.
+    """Apply exactly the stored plan ``plan_id`` (default: the agent's only pending plan); see the module doc.
 
-    Raises ``LookupError`` for an unknown plan id and ``ValueError`` for a plan of another agent. With no
-    pending plan, or a plan already applied, nothing is written and the report counts zeros.
+    Raises :class:`PlanNotFound` (a ``LookupError``) for an unknown plan id, ``InvalidInput`` (a
+    ``ValueError``) for a plan of another agent, and for no ``plan_id`` while several plans are pending. With
+    no pending plan, or a plan already applied, nothing is written and the report counts zeros.
     """
-    plan = store.get_plan(plan_id) if plan_id else store.latest_plan(agent_id, status="pending")
+    plan = plan_to_apply(store, agent_id, plan_id)
     if plan is None:
-        if plan_id:
-            raise LookupError(f"no corpus-merge plan {plan_id!r}; run consolidate_corpus(dry_run=True) first")
         return CorpusMergeReport(0, 0, 0, 0, {"pending_plan": None}, False, (), None)
     plan_id = str(plan["plan_id"])
-    if plan["agent_id"] != agent_id:
-        raise ValueError(f"plan {plan_id} belongs to agent {plan['agent_id']!r}, not {agent_id!r}")
     clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
     if plan["status"] == "applied":
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
@@ -227,6 +228,27 @@ def apply_corpus_merge(
     )
     store.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
     return report
+
+
+def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None) -> dict[str, Any] | None:
+    """The plan an apply would write: ``plan_id`` (which must exist and be ``agent_id``'s), or without it the
+    agent's only pending plan (None if there is none). Several pending plans are refused, naming them: a plan
+    made after the review (say, once a near-duplicate was imported) must never be applied in its place."""
+    if plan_id:
+        plan = store.get_plan(plan_id)
+        if plan is None:
+            raise PlanNotFound(plan_id)
+        if plan["agent_id"] != agent_id:
+            raise InvalidInput(f"plan {plan_id} belongs to agent {plan['agent_id']!r}, not {agent_id!r}")
+        return plan
+    pending = store.plans_of(agent_id, status="pending")
+    if len(pending) > 1:
+        listed = ", ".join(f"{p['plan_id']} ({len(p['body'].get('clusters', []))} clusters)" for p in pending)
+        raise InvalidInput(
+            f"agent {agent_id!r} has {len(pending)} pending corpus-merge plans: {listed}; "
+            "name the one that was reviewed (plan_id, --plan-id)"
+        )
+    return pending[0] if pending else None
 
 
 def _apply_batch(

@@ -7,6 +7,8 @@ from engram_pipeline.store.errors import (
     InvalidInput,
     MemoryNotFound,
     NothingToRestore,
+    PlanNotFound,
+    RestoreConflict,
     StoreError,
     VersionConflict,
 )
@@ -18,7 +20,9 @@ __all__ = [
     "MemoryNotFound",
     "MemoryStore",
     "NothingToRestore",
+    "PlanNotFound",
     "RememberResult",
+    "RestoreConflict",
     "StoreError",
     "VersionConflict",
 ]

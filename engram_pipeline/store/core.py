@@ -44,6 +44,7 @@ from engram_pipeline.store.errors import (
 )
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.validation import check_vector
 
 # BTree indexes on the columns every filter starts with.
 SCALAR_INDEXES = ("agent_id", "id", "content_hash")
@@ -293,13 +294,7 @@ class MemoryStore(EditsMixin, AccessLogMixin):
     def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]:
         if vector is None:
             return self.embed([content])[0].tolist()
-        with np.errstate(over="ignore"):  # an out-of-range component becomes inf and is refused below
-            arr = np.asarray(vector, dtype=np.float32)
-        if arr.shape != (self.embedder.dimension,):
-            raise InvalidInput(f"vector has dimension {arr.size}; this store uses {self.embedder.dimension}")
-        if not np.isfinite(arr).all():
-            raise InvalidInput("vector contains NaN or infinite values")
-        return arr.tolist()
+        return check_vector(vector, self.embedder.dimension)
 
     def _by_hash(self, agent_id: str, digest: str) -> Memory | None:
         rows = self.memories.search().where(f"{eq('content_hash', digest)} AND {eq('agent_id', agent_id)}")

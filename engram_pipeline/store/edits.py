@@ -5,15 +5,15 @@ Mixed into :class:`~engram_pipeline.store.core.MemoryStore`; every write goes th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from engram_pipeline.model import Memory, rows_to_table, utcnow
+from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
+from engram_pipeline.store import validation as v
 from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
-from engram_pipeline.store.errors import InvalidInput, NothingToRestore, VersionConflict
+from engram_pipeline.store.errors import InvalidInput, NothingToRestore, RestoreConflict, VersionConflict
 from engram_pipeline.store.records import RecordsMixin
 from engram_pipeline.store.sql import at_versions, lit
 
@@ -81,6 +81,11 @@ class EditsMixin(RecordsMixin):
             raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
         if not changes:
             raise InvalidInput("nothing to update")
+        v.check_version("expected_version", expected_version)
+        if "metadata" in changes:
+            changes["metadata"] = v.check_metadata(changes["metadata"])
+        if "pinned" in changes:
+            changes["pinned"] = v.check_bool("pinned", changes["pinned"])
         current = self.get(memory_id, agent_id=agent_id, track_access=False)
         if current["version"] != expected_version:
             raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
@@ -99,9 +104,7 @@ class EditsMixin(RecordsMixin):
         change: Change = {"id": memory_id, "version": expected_version}
         for key, value in changes.items():
             if key == "metadata":
-                if not isinstance(value, dict):
-                    raise InvalidInput("metadata must be an object")
-                value = json.dumps(value, sort_keys=True)
+                value = dumps_metadata(value)
             elif key == "tags":
                 value = probe["tags"]
             change[key] = value
@@ -128,31 +131,50 @@ class EditsMixin(RecordsMixin):
 
     def delete(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
         """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
+        expected_version = None if expected_version is None else v.check_version("expected_version", expected_version)
         current = self.get(memory_id, track_access=False)
         expected = current["version"] if expected_version is None else expected_version
         result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")
         if not result.applied:
             raise self._conflict(memory_id, expected)
 
-    def restore(self, memory_id: str, *, actor: str = "library") -> Memory:
+    def restore(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> Memory:
         """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
 
         The row returns with its original id and every field of the pre-image; its ``version`` moves on
-        from the current one (versions never go backwards), so concurrent holders of the old version are
-        refused rather than silently overwritten.
+        from the current one (versions never go backwards). Restore is a compare-and-set like every edit:
+
+        * if the row changed after the event that hid it (an edit, a re-score, another pass: its version is
+          beyond the one that event wrote), restoring would silently revert that change, so it is refused
+          with :class:`RestoreConflict` unless ``expected_version`` is the version it is at now (the caller
+          read the current row and chooses the pre-image over it);
+        * a given ``expected_version`` must be the current version, else :class:`VersionConflict`;
+        * a row that is gone (pruned, deleted) has no current version: it is inserted back as it was.
+
+        Restoring a merged member also removes its ``duplicate-of`` link and its entry in the canonical's
+        ``merged_from`` (the canonical keeps the tags it took in the merge).
         """
+        if expected_version is not None:
+            expected_version = v.check_version("expected_version", expected_version)
         found = self.last_pre_image(memory_id)
         if found is None:
             raise NothingToRestore(memory_id)
-        image, _event = found
+        image, event = found
+        if any(e["action"] == "restore" and e["at"] >= event["at"] for e in self.audit_events(memory_id)):
+            raise NothingToRestore(memory_id, reason=f"it was already restored after its {event['action']}")
         current = self.get_many([memory_id])
         if current:
             row = current[0]
-            change = {k: v for k, v in image.items() if k not in ("id", "version", "write_token", "updated_at")}
-            change.update(id=memory_id, version=row["version"])
+            now, hidden_at = int(row["version"]), int(image["version"]) + 1
+            if expected_version is not None and expected_version != now:
+                raise VersionConflict(memory_id, expected=expected_version, current=now)
+            if expected_version is None and now != hidden_at:
+                raise RestoreConflict(memory_id, action=event["action"], hidden_at=hidden_at, current=now)
+            change = {k: x for k, x in image.items() if k not in ("id", "version", "write_token", "updated_at")}
+            change.update(id=memory_id, version=now)
             result = _cas_write(self._as_store, [change], actor=actor, action="restore")
             if not result.applied:
-                raise VersionConflict(memory_id, expected=row["version"], current=None)
+                raise self._conflict(memory_id, now)
             before: Memory | None = row
         else:
             restored = {**image, "version": image["version"] + 1}
@@ -172,7 +194,39 @@ class EditsMixin(RecordsMixin):
             ],
             actor=actor,
         )
+        if event["action"] == "merge" and before is not None:
+            canonical = loads_metadata(before).get("merged", {}).get("into") or before["superseded_by"]
+            if canonical:
+                self._unmerge(memory_id, canonical, actor=actor)
         return after
+
+    def _unmerge(self, member_id: str, canonical_id: str, *, actor: str) -> None:
+        """Undo what a merge wrote outside the member: its ``duplicate-of`` link and the canonical's
+        ``merged_from`` entry (a compare-and-set on the canonical, audited, re-read once on a miss)."""
+        self.drop_links(src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
+
+        def change(row: Memory) -> list[Change]:
+            meta = loads_metadata(row)
+            entries = meta.get("merged_from", [])
+            keep = [e for e in entries if e.get("id") != member_id]
+            if len(keep) == len(entries):
+                return []
+            if keep:
+                meta["merged_from"] = keep
+            else:
+                meta.pop("merged_from")
+            return [{"id": row["id"], "version": row["version"], "metadata": dumps_metadata(meta)}]
+
+        rows = self.get_many([canonical_id])
+        if rows:
+            _cas_write(
+                self._as_store,
+                change(rows[0]),
+                recompute=lambda fresh: [c for r in fresh for c in change(r)],
+                actor=actor,
+                action="unmerge",
+                audit=True,
+            )
 
     def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> int:
         """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.

@@ -18,6 +18,20 @@ class VersionConflict(StoreError):
         super().__init__(f"memory {memory_id}: expected version {expected} but {where}; re-read it and retry")
 
 
+class RestoreConflict(VersionConflict):
+    """The row changed after the event that hid it: restoring its pre-image would revert that change."""
+
+    def __init__(self, memory_id: str, *, action: str, hidden_at: int, current: int) -> None:
+        VersionConflict.__init__(self, memory_id, expected=hidden_at, current=current)
+        self.action = action
+        Exception.__init__(
+            self,
+            f"memory {memory_id}: changed after the {action} that hid it (the {action} left it at version "
+            f"{hidden_at}; it is now at version {current}); restoring its pre-image would revert those changes. "
+            f"Read it, and to restore it anyway send its current version ({current}) as the expected version",
+        )
+
+
 class MemoryNotFound(StoreError, LookupError):
     def __init__(self, memory_id: str) -> None:
         self.memory_id = memory_id
@@ -25,10 +39,17 @@ class MemoryNotFound(StoreError, LookupError):
 
 
 class NothingToRestore(StoreError):
-    def __init__(self, memory_id: str) -> None:
+    def __init__(self, memory_id: str, *, reason: str | None = None) -> None:
         self.memory_id = memory_id
+        why = reason or "it has no audit pre-image from a prune, merge, supersede, archive or delete"
+        super().__init__(f"memory {memory_id!r}: nothing to restore; {why}")
+
+
+class PlanNotFound(StoreError, LookupError):
+    def __init__(self, plan_id: str) -> None:
+        self.plan_id = plan_id
         super().__init__(
-            f"memory {memory_id!r} has no audit pre-image from a prune, merge, supersede, archive or delete"
+            f"no corpus-merge plan {plan_id!r}; a dry run of the corpus merge stores one and returns its id"
         )
 
 

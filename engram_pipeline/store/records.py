@@ -110,6 +110,12 @@ class RecordsMixin:
         table = rows_to_table(rows, LINK_SCHEMA)
         _with_retry(lambda: self.links.add(table))
 
+    def drop_links(self, *, src_id: str, dst_id: str, rel: str) -> None:
+        """Remove the links ``src_id -rel-> dst_id`` (one commit; none there is a no-op)."""
+        where = f"{eq('src_id', src_id)} AND {eq('dst_id', dst_id)} AND {eq('rel', rel)}"
+        if self.links.count_rows(where):
+            _with_retry(lambda: self.links.delete(where))
+
     def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[dict[str, Any]]:
         ids = list(memory_ids)
         if not ids:
@@ -160,6 +166,14 @@ class RecordsMixin:
         if not rows:
             return None
         return _plan(max(rows, key=lambda r: (r["created_at"], r["plan_id"])))
+
+    def plans_of(self, agent_id: str, *, kind: str = "corpus_merge", status: str | None = None) -> list[dict[str, Any]]:
+        """The agent's plans of ``kind`` (only those with ``status``, e.g. "pending", if given), oldest first."""
+        where = f"{eq('agent_id', agent_id)} AND {eq('kind', kind)}"
+        if status is not None:
+            where += f" AND {eq('status', status)}"
+        rows = self.plans.search().where(where).limit(None).to_arrow().to_pylist()
+        return [_plan(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"]))]
 
     def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}

@@ -19,7 +19,7 @@ from engram_pipeline.model import (
     utcnow,
 )
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.errors import InvalidInput
+from engram_pipeline.store import validation as v
 
 # Words that mark a memory as time-bound: ``tier="auto"`` routes such content to short-term memory. Not an
 # episode's: "I went to a support group yesterday" is a record of what happened, its time words relative to
@@ -52,26 +52,27 @@ def build_row(
     last_accessed_at: datetime | None = None,
     access_count: int = 0,
 ) -> Memory:
-    """Validate the fields of a new memory and build its row (without a vector). Raises InvalidInput."""
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise InvalidInput("agent_id must be a non-empty string")
-    if not isinstance(content, str) or not content.strip():
-        raise InvalidInput("content must be a non-empty string")
-    size = len(content.encode())
-    if size > settings.max_content_bytes:
-        raise InvalidInput(f"content is {size} bytes; the limit is {settings.max_content_bytes}")
-    _one_of("kind", kind, KINDS)
-    _one_of("source", source, SOURCES)
-    _one_of("tier", tier, ("stm", "ltm", "auto"))
+    """Validate the fields of a new memory and build its row (without a vector). Raises InvalidInput.
+
+    The rules are those of :mod:`engram_pipeline.store.validation`; nothing is checked here by hand.
+    """
+    v.check_id("agent_id", agent_id)
+    v.check_text("content", content, max_bytes=settings.max_content_bytes)
+    v.check_choice("kind", kind, KINDS)
+    v.check_choice("source", source, SOURCES)
+    v.check_choice("tier", tier, ("stm", "ltm", "auto"))
     if outcome is not None:
-        _one_of("outcome", outcome, OUTCOMES)
-    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-        raise InvalidInput("tags must be a list of strings")
-    for name, value in (("importance", importance), ("confidence", confidence)):
-        if value is not None and not 0.0 <= float(value) <= 1.0:
-            raise InvalidInput(f"{name} must be within [0, 1], got {value}")
-    if ttl_s is not None and ttl_s <= 0:
-        raise InvalidInput(f"ttl_s must be positive, got {ttl_s}")
+        v.check_choice("outcome", outcome, OUTCOMES)
+    tags = v.check_tags(tags)
+    pinned = v.check_bool("pinned", pinned)
+    importance = None if importance is None else v.check_unit("importance", importance)
+    confidence = None if confidence is None else v.check_unit("confidence", confidence)
+    metadata = None if metadata is None else v.check_metadata(metadata)
+    memory_id = None if memory_id is None else v.check_id("id", memory_id)
+    created_at = None if created_at is None else v.check_time("created_at", created_at)
+    last_accessed_at = None if last_accessed_at is None else v.check_time("last_accessed_at", last_accessed_at)
+    ttl_s = None if ttl_s is None else v.check_ttl(ttl_s)
+    access_count = v.check_count("access_count", access_count)
     now = utcnow()
     created = created_at or now
     if tier == "auto":
@@ -106,8 +107,3 @@ def build_row(
         "write_token": None,
         "metadata": dumps_metadata(metadata or {}),
     }
-
-
-def _one_of(name: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from engram_pipeline.store.errors import InvalidInput
+
 
 def lit(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
@@ -23,7 +25,8 @@ def lit(value: str | int | float | bool) -> str:
     if not isinstance(value, str):
         raise TypeError(f"cannot place a {type(value).__name__} into a filter")
     if "\x00" in value:
-        raise ValueError("a NUL character cannot be used in a filter value")
+        # No stored id, agent id or tag holds one (store/validation.py refuses them), so nothing can match.
+        raise InvalidInput(f"a NUL character cannot be used in a filter value; got {value[:80]!r}")
     return "'" + value.replace("'", "''") + "'"
 
 

@@ -4,3 +4,52 @@ KEYS = "alice-key:tok-alice:alice;bob-key:tok-bob:bob,bob2;ops:tok-admin:*"
 ALICE = {"Authorization": "Bearer tok-alice"}
 BOB = {"Authorization": "Bearer tok-bob"}
 ADMIN = {"Authorization": "Bearer tok-admin"}
+
+
+CANONICAL = "The deploy runs every night at two"
+
+
+def near_duplicate(store, agent: str, content: str, cosine: float, *, seed: int, importance: float = 0.5) -> str:  # type: ignore[no-untyped-def]
+    """Insert a row as an import does (no write-time checks) whose vector has ``cosine`` to one fixed topic
+    (``CANONICAL`` at cosine 1 and importance 0.9 is the canonical of a merge); returns its id."""
+    import numpy as np
+
+    base = np.random.default_rng(12345).normal(size=store.embedder.dimension)
+    base /= np.linalg.norm(base)
+    w = np.random.default_rng(seed).normal(size=base.shape)
+    w -= (w @ base) * base
+    vec = cosine * base + np.sqrt(max(0.0, 1 - cosine**2)) * w / np.linalg.norm(w)
+    row = store.new_row(agent, content, importance=importance)
+    row["vector"] = [float(x) for x in vec]
+    assert store.insert_rows([row]) == [row["id"]]
+    return str(row["id"])
+
+
+def reviewed_plan_then_late_duplicate(store, agent: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """A plan reviewed (canonical + one member), then a near-duplicate imported and a second plan made.
+
+    Returns the ids (``canonical``, ``member``, ``late``) and plan ids (``reviewed``, ``later``)."""
+    from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
+
+    ids = {
+        "canonical": near_duplicate(store, agent, CANONICAL, 1.0, seed=0, importance=0.9),
+        "member": near_duplicate(store, agent, "Deploy runs every night at two", 0.92, seed=1),
+    }
+    reviewed = consolidate_corpus(store, agent)
+    assert [[m["id"] for m in c["members"]] for c in reviewed.per_cluster] == [[ids["member"]]]
+    ids["late"] = near_duplicate(store, agent, "Every night at two the deploy runs", 0.915, seed=2)
+    later = consolidate_corpus(store, agent)
+    assert later.plan_id != reviewed.plan_id and later.merged == 2
+    return {**ids, "reviewed": str(reviewed.plan_id), "later": str(later.plan_id)}
+
+
+def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-untyped-def]
+    """Exactly the reviewed plan was applied: its member hidden behind the canonical, the late row untouched."""
+    rows = {r["id"]: r for r in store.get_many([ids["canonical"], ids["member"], ids["late"]])}
+    return (
+        rows[ids["member"]]["superseded_by"] == ids["canonical"]
+        and rows[ids["late"]]["status"] == "active"
+        and rows[ids["late"]]["version"] == 1
+        and store.get_plan(ids["reviewed"])["status"] == "applied"
+        and store.get_plan(ids["later"])["status"] == "pending"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from api_helpers import ADMIN, ALICE, BOB
+from api_helpers import ADMIN, ALICE, BOB, merged_as_reviewed, reviewed_plan_then_late_duplicate
 from fastapi.testclient import TestClient
 
 from engram_pipeline.model import utcnow
@@ -69,12 +69,35 @@ def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore
     before = seeded.memories.count_rows()
     r = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)
     assert r.status_code == 200, r.text
-    assert r.json()["report"]["dry_run"] is True
+    assert r.json()["report"]["dry_run"] is True and r.json()["report"]["plan_id"]
     assert seeded.scan("alice", columns=["status"])["status"].to_pylist().count("superseded") == 0
-    r = client.post("/v1/agents/alice/corpus-merge", json={"dry_run": False}, headers=ADMIN)
+    body = {"dry_run": False, "plan_id": r.json()["report"]["plan_id"]}
+    r = client.post("/v1/agents/alice/corpus-merge", json=body, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["report"]["dry_run"] is False
     assert seeded.memories.count_rows() == before  # merged rows are hidden, never deleted
+
+
+def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
+    client: TestClient, api_store: MemoryStore
+) -> None:
+    ids = reviewed_plan_then_late_duplicate(api_store, "alice")
+    url = "/v1/agents/alice/corpus-merge"
+    table = (api_store.memories.version, api_store.plans.count_rows())
+    refused = [
+        (client.post(url, json={"dry_run": False}, headers=ADMIN), 422, "plan_id of the reviewed plan"),
+        (client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ALICE), 403, "not an admin"),
+        (client.post(url, json={"dry_run": False, "plan_id": "plan-nope"}, headers=ADMIN), 404, "plan-nope"),
+        (client.post(url, json={"plan_id": ids["reviewed"]}, headers=ADMIN), 422, "send dry_run: false"),
+        (client.post("/v1/agents/bob/corpus-merge", json={"dry_run": False, "plan_id": ids["reviewed"]},
+                     headers=ADMIN), 422, "belongs to agent 'alice'"),
+    ]  # fmt: skip
+    for r, status, needle in refused:
+        assert r.status_code == status and needle in r.json()["detail"], r.text
+    assert (api_store.memories.version, api_store.plans.count_rows()) == table  # nothing written
+    r = client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["report"]["merged"] == 1, r.text
+    assert merged_as_reviewed(api_store, ids)  # the near-duplicate imported after the review was not merged
 
 
 def test_consolidate_scope(client: TestClient, seeded: MemoryStore) -> None:
@@ -108,5 +131,7 @@ def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
 
 def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore) -> None:
     before = seeded.memories.count_rows()
-    assert client.post("/v1/agents/alice/corpus-merge", json={"dry_run": False}, headers=ADMIN).status_code == 200
+    plan = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN).json()["report"]["plan_id"]
+    body = {"dry_run": False, "plan_id": plan}
+    assert client.post("/v1/agents/alice/corpus-merge", json=body, headers=ADMIN).status_code == 200
     assert seeded.memories.count_rows() == before

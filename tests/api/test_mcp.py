@@ -104,3 +104,52 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
 
 def mid_of(store: MemoryStore) -> str:
     return next(r["id"] for r in store.list_memories("alice"))
+
+
+def test_mcp_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(store: MemoryStore) -> None:
+    from engram_pipeline.api.mcp_server import build_mcp
+    from engram_pipeline.store.write_path import mark_superseded
+
+    old = store.remember("alice", "User lives in Berlin").memory
+    new = store.remember("alice", "Completely different memory about tea").memory
+    mark_superseded(store, old, by=new["id"], reason="t", actor="t")
+    store.update(old["id"], expected_version=2, tags=["edited"])
+
+    async def session() -> None:
+        async with Client(build_mcp(store, "alice")) as client:
+            refused = error_text(await client.call_tool("restore_memory", {"id": old["id"]}))
+            assert "CONFLICT:" in refused and "expectedVersion 3" in refused
+            back = payload(await client.call_tool("restore_memory", {"id": old["id"], "expectedVersion": 3}))
+            assert back["status"] == "active" and back["version"] == 4
+
+    anyio.run(session)
+
+
+def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryStore) -> None:
+    from api_helpers import merged_as_reviewed, reviewed_plan_then_late_duplicate
+
+    from engram_pipeline.api.mcp_server import build_mcp
+
+    ids = reviewed_plan_then_late_duplicate(store, "alice")
+    other = store.save_plan("bob", {"clusters": []})
+    table = (store.memories.version, store.plans.count_rows())
+
+    async def session() -> None:
+        async with Client(build_mcp(store, "alice")) as agent:
+            plain = error_text(await agent.call_tool("consolidate_corpus", {"dryRun": False}))
+            assert "FORBIDDEN" in plain and "--admin" in plain
+            named = {"dryRun": False, "planId": ids["reviewed"]}
+            assert "FORBIDDEN" in error_text(await agent.call_tool("consolidate_corpus", named))
+        assert (store.memories.version, store.plans.count_rows()) == table
+        async with Client(build_mcp(store, "alice", admin=True)) as admin:
+            missing = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False}))
+            assert "INVALID_INPUT" in missing and "planId" in missing
+            for plan in ("plan-nope", other):  # unknown, or another agent's: not found either way
+                text = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": plan}))
+                assert "NOT_FOUND" in text
+            assert (store.memories.version, store.plans.count_rows()) == table
+            report = payload(await admin.call_tool("consolidate_corpus", named))
+            assert report["merged"] == 1 and report["plan_id"] == ids["reviewed"]
+
+    anyio.run(session)
+    assert merged_as_reviewed(store, ids)

@@ -100,7 +100,7 @@ def test_get_tenancy_and_not_found(client: TestClient, api_store: MemoryStore) -
     r = client.get(f"/v1/memories/{mid}", headers=ALICE)
     assert r.status_code == 200 and r.json()["content"] == "Alice's secret"
     assert api_store.get(mid, track_access=False)["access_count"] == 1  # a read is an access
-    assert client.get(f"/v1/memories/{mid}", headers=BOB).status_code == 403
+    assert client.get(f"/v1/memories/{mid}", headers=BOB).status_code == 404  # not an existence oracle
     assert client.get(f"/v1/memories/{mid}").status_code == 401
     r = client.get("/v1/memories/does-not-exist", headers=ALICE)
     assert r.status_code == 404 and "does-not-exist" in r.json()["detail"]
@@ -149,7 +149,7 @@ def test_update_auth_and_missing(client: TestClient) -> None:
     mid = remember(client, "Original").json()["memory"]["id"]
     body = {"expected_version": 1, "pinned": True}
     assert client.patch(f"/v1/memories/{mid}", json=body).status_code == 401
-    assert client.patch(f"/v1/memories/{mid}", json=body, headers=BOB).status_code == 403
+    assert client.patch(f"/v1/memories/{mid}", json=body, headers=BOB).status_code == 404
     assert client.patch("/v1/memories/nope", json=body, headers=ALICE).status_code == 404
 
 
@@ -207,11 +207,57 @@ def test_restore_after_delete(client: TestClient, api_store: MemoryStore) -> Non
     assert client.post(f"/v1/memories/{mid}/restore", headers=ALICE).status_code == 409  # nothing to restore
     api_store.delete(mid)
     assert client.get(f"/v1/memories/{mid}", headers=ALICE).status_code == 404
-    assert client.post(f"/v1/memories/{mid}/restore", headers=BOB).status_code == 403  # tenancy from the audit
+    assert client.post(f"/v1/memories/{mid}/restore", headers=BOB).status_code == 404  # tenancy from the audit
     assert client.post(f"/v1/memories/{mid}/restore").status_code == 401
     r = client.post(f"/v1/memories/{mid}/restore", headers=ALICE)
     assert r.status_code == 200 and r.json()["id"] == mid and r.json()["content"] == "Keep this"
     assert client.post("/v1/memories/never-existed/restore", headers=ALICE).status_code == 404
+
+
+def test_restore_of_a_row_edited_after_it_was_hidden_needs_its_current_version(
+    client: TestClient, api_store: MemoryStore
+) -> None:
+    from engram_pipeline.store.write_path import mark_superseded
+
+    old = remember(client, "User lives in Berlin").json()["memory"]
+    new = remember(client, "Completely different memory about tea").json()["memory"]
+    assert mark_superseded(api_store, api_store.get(old["id"], track_access=False), by=new["id"], reason="t", actor="t")
+    api_store.update(old["id"], expected_version=2, tags=["edited"])
+    before = api_store.memories.version
+    r = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
+    assert r.status_code == 409 and r.json()["current_version"] == 3, r.text
+    assert "changed after the supersede" in r.json()["detail"]
+    stale = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 2}, headers=ALICE)
+    assert stale.status_code == 409 and stale.json()["current_version"] == 3
+    assert api_store.memories.version == before
+    ok = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 3}, headers=ALICE)
+    assert ok.status_code == 200 and ok.json()["status"] == "active" and ok.json()["tags"] == []
+    again = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
+    assert again.status_code == 409 and "already restored" in again.json()["detail"]
+
+
+def test_other_agents_ids_answer_like_unknown_ids(client: TestClient, api_store: MemoryStore) -> None:
+    """A key scoped to bob cannot tell alice's ids from ids that never existed (live, or only in the audit)."""
+    live = remember(client, "Alice's live note").json()["memory"]["id"]
+    gone = remember(client, "Alice's deleted note").json()["memory"]["id"]
+    api_store.delete(gone)
+    table_version = api_store.memories.version
+
+    def answers(mid: str) -> list[tuple[int, str]]:
+        body = {"expected_version": 1, "pinned": True}
+        got = [
+            client.get(f"/v1/memories/{mid}", headers=BOB),
+            client.patch(f"/v1/memories/{mid}", json=body, headers=BOB),
+            client.post(f"/v1/memories/{mid}/restore", headers=BOB),
+        ]
+        return [(r.status_code, r.json()["detail"].replace(mid, "<id>")) for r in got]
+
+    unknown = answers("never-existed")
+    assert unknown == [(404, "memory '<id>' does not exist")] * 3
+    assert answers(live) == unknown
+    assert answers(gone) == unknown
+    assert api_store.memories.version == table_version  # nothing written
+    assert client.get(f"/v1/memories/{live}", headers=ADMIN).status_code == 200
 
 
 def test_unknown_route_and_method(client: TestClient) -> None:

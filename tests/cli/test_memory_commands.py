@@ -73,6 +73,23 @@ def test_bad_input_exits_non_zero_without_traceback(cli) -> None:  # type: ignor
     assert parse(cli("agents", json_=True)) == []  # nothing was written
 
 
+def test_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(cli, db) -> None:  # type: ignore[no-untyped-def]
+    from engram_pipeline.settings import Settings
+    from engram_pipeline.store import MemoryStore
+    from engram_pipeline.store.write_path import mark_superseded
+
+    store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    old = store.remember("alice", "User lives in Berlin").memory
+    new = store.remember("alice", "Completely different memory about tea").memory
+    mark_superseded(store, old, by=new["id"], reason="t", actor="t")
+    store.update(old["id"], expected_version=2, tags=["edited"])
+    refused = cli("restore", old["id"])
+    assert refused.exit_code == 1 and "changed after the supersede" in refused.stderr and "(3)" in refused.stderr
+    _no_traceback(refused)
+    back = parse(cli("restore", old["id"], "--expected-version", "3", json_=True))
+    assert back["status"] == "active" and back["version"] == 4
+
+
 def test_invalid_settings_are_reported_by_name(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("MEMORY_CONTRADICTION_POLICY", "shrug")
     result = cli("agents")

@@ -87,3 +87,33 @@ def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ig
     for agent in ("coding-assistant", "travel-assistant", "support-bot", "research-agent"):
         assert f"[{agent}] recall" in result.stdout
     assert "already there" in cli("demo", "--import-only").stdout
+
+
+def test_apply_without_plan_id_refuses_several_pending_plans_and_names_them(cli, db) -> None:  # type: ignore[no-untyped-def]
+    from tests.api.api_helpers import merged_as_reviewed, reviewed_plan_then_late_duplicate
+
+    store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    ids = reviewed_plan_then_late_duplicate(store, "alice")
+    before = (store.memories.version, store.plans.count_rows())
+    several = cli("consolidate-corpus", "--agent", "alice", "--apply")
+    assert several.exit_code == 1 and "2 pending corpus-merge plans" in several.stderr
+    assert ids["reviewed"] in several.stderr and ids["later"] in several.stderr
+    unknown = cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", "plan-nope")
+    assert unknown.exit_code == 1 and unknown.stderr.strip().splitlines() == [
+        "error: no corpus-merge plan 'plan-nope'; a dry run of the corpus merge stores one and returns its id"
+    ]
+    assert (store.memories.version, store.plans.count_rows()) == before  # nothing applied
+    applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", ids["reviewed"], json_=True))
+    assert applied[0]["report"]["merged"] == 1 and merged_as_reviewed(store, ids)
+
+
+def test_apply_without_plan_id_takes_the_only_pending_plan_and_says_which(cli, db) -> None:  # type: ignore[no-untyped-def]
+    from tests.api.api_helpers import CANONICAL, near_duplicate
+
+    store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    near_duplicate(store, "alice", CANONICAL, 1.0, seed=0, importance=0.9)
+    near_duplicate(store, "alice", "Deploy runs every night at two", 0.92, seed=1)
+    plan = parse(cli("consolidate-corpus", "--agent", "alice", json_=True))[0]["report"]["plan_id"]
+    applied = cli("consolidate-corpus", "--agent", "alice", "--apply", json_=True)
+    assert applied.exit_code == 0 and f"agent alice: applying {plan}, its only pending plan" in applied.stderr
+    assert parse(applied)[0]["report"]["merged"] == 1

@@ -253,3 +253,22 @@ def test_episodes_are_never_merged(store: MemoryStore) -> None:
     put(store, "The deploy failed on a lockfile and npm ci fixed it", at_cosine(base, 0.92, 22), kind="episodic")
     report = consolidate_corpus(store, "a")
     assert (report.clusters, report.merged) == (0, 0)
+
+
+def test_apply_without_a_plan_id_never_picks_among_several_pending_plans(store: MemoryStore) -> None:
+    """A near-duplicate imported after the review makes a second plan: which one was reviewed is the caller's
+    to say, and applying the reviewed one by id leaves the late row alone."""
+    b = topic(0)
+    c = put(store, "The deploy runs every night at two", b, importance=0.8)
+    m1 = put(store, "Deploy runs every night at two", at_cosine(b, 0.92, 1), importance=0.5)
+    reviewed = consolidate_corpus(store, "a").plan_id
+    late = put(store, "Every night at two the deploy runs", at_cosine(b, 0.9, 2), importance=0.4)
+    later = consolidate_corpus(store, "a").plan_id
+    assert later != reviewed
+    before = versions(store)
+    with pytest.raises(ValueError, match=f"2 pending corpus-merge plans: {reviewed} .*, {later} "):
+        apply_corpus_merge(store, "a")
+    assert versions(store) == before
+    assert apply_corpus_merge(store, "a", reviewed).merged == 1
+    now = rows(store)
+    assert now[m1]["superseded_by"] == c and now[late]["status"] == "active" and now[late]["version"] == 1

@@ -58,7 +58,7 @@ def test_ids_are_kept_and_never_reused_for_other_content(store) -> None:  # type
         ('{"agent_id": "a", "content": "x", "tags": "t"}', "tags must be a list"),
         ('{"agent_id": "a", "content": "x", "pinned": "yes"}', "pinned must be true or false"),
         ('{"agent_id": "a", "content": "x", "status": "gone"}', "status must be one of"),
-        ('{"agent_id": "a", "content": "x", "access_count": -1}', "access_count cannot be negative"),
+        ('{"agent_id": "a", "content": "x", "access_count": -1}', "access_count must be within 0..2**53"),
         ('{"agent_id": "", "content": "x"}', "agent_id must be a non-empty string"),
     ],
 )

@@ -25,6 +25,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent (or is not an admin key)"},
+    404: {"model": ErrorOut, "description": "no such corpus-merge plan"},
     422: {"model": ErrorOut, "description": "invalid input"},
     501: {"model": ErrorOut, "description": "this pass is not installed"},
 }
@@ -86,7 +87,14 @@ def corpus_merge(
     _admin: AdminDep,
     body: Annotated[CorpusMergeRequest | None, Body()] = None,
 ) -> ReportResponse:
-    """Plan the corpus merge (dry run, the default) or apply the reviewed plan (``dry_run: false``)."""
-    dry_run = body.dry_run if body is not None else True
-    fn = lifecycle("corpus_merge", "consolidate_corpus")
-    return _report("corpus_merge", agent_id, fn(store, agent_id, dry_run=dry_run))
+    """Plan the corpus merge, or apply exactly a reviewed plan.
+
+    The default is a dry run: it stores a plan (clusters, member versions) and returns its ``plan_id``;
+    memories are not touched. ``{"dry_run": false, "plan_id": "..."}`` applies exactly the reviewed plan: a member
+    changed since the review is skipped and counted, and a near-duplicate written after it is not merged.
+    """
+    if body is None or body.dry_run:
+        plan = lifecycle("corpus_merge", "consolidate_corpus")
+        return _report("corpus_merge", agent_id, plan(store, agent_id, dry_run=True))
+    apply = lifecycle("corpus_merge", "apply_corpus_merge")
+    return _report("corpus_merge", agent_id, apply(store, agent_id, body.plan_id))

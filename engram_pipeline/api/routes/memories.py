@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Body, Response
 
 from engram_pipeline.api.deps import (
     CallerDep,
@@ -21,6 +21,7 @@ from engram_pipeline.api.models import (
     RecallHitOut,
     RecallResponse,
     RememberResponse,
+    RestoreRequest,
     UpdateRequest,
 )
 
@@ -30,7 +31,9 @@ AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent"},
     422: {"model": ErrorOut, "description": "invalid input; nothing was written"},
 }
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "no such memory"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "no such memory, or one of an agent this key may not access"}
+}
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "stale expected_version; current_version says where the row is"}
 }
@@ -104,8 +107,23 @@ def update_memory(memory: MemoryDep, body: UpdateRequest, store: StoreDep, calle
 @router.post(
     "/{memory_id}/restore",
     response_model=MemoryOut,
-    responses={**AUTH_ERRORS, **NOT_FOUND, 409: {"model": ErrorOut, "description": "nothing to restore"}},
+    responses={
+        **AUTH_ERRORS,
+        **NOT_FOUND,
+        409: {
+            "model": ErrorOut,
+            "description": "nothing to restore; or the memory changed after it was hidden (send its "
+            "current_version as expected_version to restore it anyway) or since you read it",
+        },
+    },
 )
-def restore_memory(memory_id: RestorableDep, store: StoreDep, caller: CallerDep) -> MemoryOut:
-    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image."""
-    return MemoryOut.of(store.restore(memory_id, actor=caller.actor))
+def restore_memory(
+    memory_id: RestorableDep, store: StoreDep, caller: CallerDep, body: Annotated[RestoreRequest | None, Body()] = None
+) -> MemoryOut:
+    """Bring back a pruned, merged, superseded, archived or deleted memory from its audit pre-image.
+
+    A compare-and-set: if the memory changed after the event that hid it, restoring would revert those
+    changes, so it is a 409 with ``current_version`` unless ``expected_version`` is that version.
+    """
+    expected = body.expected_version if body is not None else None
+    return MemoryOut.of(store.restore(memory_id, expected_version=expected, actor=caller.actor))

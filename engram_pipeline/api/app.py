@@ -27,7 +27,14 @@ from engram_pipeline.api.deps import ApiState
 from engram_pipeline.api.passes import PassUnavailable
 from engram_pipeline.api.routes import agents, memories
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import InvalidInput, MemoryNotFound, MemoryStore, NothingToRestore, VersionConflict
+from engram_pipeline.store import (
+    InvalidInput,
+    MemoryNotFound,
+    MemoryStore,
+    NothingToRestore,
+    UnknownAgent,
+    VersionConflict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +88,10 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(MemoryNotFound)
     async def not_found(_: Request, exc: MemoryNotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(UnknownAgent)
+    async def unknown_agent(_: Request, exc: UnknownAgent) -> JSONResponse:
         return _error(404, str(exc))
 
     @app.exception_handler(VersionConflict)

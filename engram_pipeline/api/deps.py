@@ -16,7 +16,7 @@ from engram_pipeline.api.auth import LOCAL_CALLER, Caller, KeyRing, is_loopback
 from engram_pipeline.api.models import ID_PATTERN, MAX_ID_CHARS, RecallRequest, RememberRequest
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import MemoryNotFound, MemoryStore
+from engram_pipeline.store import MemoryNotFound, MemoryStore, UnknownAgent
 
 
 @dataclass
@@ -111,6 +111,16 @@ def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
 
 
 AgentDep = Annotated[str, Depends(get_agent)]
+
+
+def get_known_agent(agent_id: AgentDep, store: StoreDep) -> str:
+    """An agent the caller may access (403) that has memories in the store (else 404: unknown agent)."""
+    if not store.has_agent(agent_id):
+        raise UnknownAgent(agent_id)
+    return agent_id
+
+
+KnownAgentDep = Annotated[str, Depends(get_known_agent)]
 
 
 def get_memory(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) -> Memory:

@@ -26,7 +26,7 @@ LIFECYCLE = "engram_pipeline.lifecycle"
 def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
     if bool(agent) == all_agents:
         raise CliError("give --agent A (repeatable) or --all-agents, not both and not neither")
-    return st.store.agents() if all_agents else list(dict.fromkeys(agent or []))
+    return st.store.agents() if all_agents else st.known_agents(agent or [])
 
 
 def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:

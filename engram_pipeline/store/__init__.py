@@ -8,6 +8,8 @@ from engram_pipeline.store.errors import (
     MemoryNotFound,
     NothingToRestore,
     StoreError,
+    StoreNotFound,
+    UnknownAgent,
     VersionConflict,
 )
 
@@ -20,5 +22,7 @@ __all__ = [
     "NothingToRestore",
     "RememberResult",
     "StoreError",
+    "StoreNotFound",
+    "UnknownAgent",
     "VersionConflict",
 ]

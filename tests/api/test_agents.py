@@ -103,7 +103,9 @@ def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
     assert r.status_code == 200, r.text
     report = r.json()["report"]
     assert r.json()["agent_id"] == "alice" and report["total"] == 6 and 0.0 <= report["score"] <= 1.0
-    assert client.get("/v1/agents/bob/health", headers=BOB).json()["report"]["total"] == 0
+    # an agent with no memories is unknown, not healthy
+    unknown = client.get("/v1/agents/bob/health", headers=BOB)
+    assert unknown.status_code == 404 and "unknown agent 'bob'" in unknown.json()["detail"]
 
 
 def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from engram_pipeline.api.deps import AdminDep, AgentDep, StoreDep
+from engram_pipeline.api.deps import AdminDep, AgentDep, KnownAgentDep, StoreDep
 from engram_pipeline.api.models import (
     ConsolidateRequest,
     CorpusMergeRequest,
@@ -36,8 +36,12 @@ def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
     return ReportResponse(pass_name=pass_name, agent_id=agent_id, report=as_json(report))
 
 
-@router.get("/health", response_model=ReportResponse)
-def agent_health(agent_id: AgentDep, store: StoreDep) -> ReportResponse:
+@router.get(
+    "/health",
+    response_model=ReportResponse,
+    responses={404: {"model": ErrorOut, "description": "unknown agent: it has no memories"}},
+)
+def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
     """Counts by status, tier and confidence tier, and what the passes last did for this agent."""
     return _report("health", agent_id, lifecycle("health", "health")(store, agent_id))
 

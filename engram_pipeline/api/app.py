@@ -25,7 +25,7 @@ from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
 from engram_pipeline.api.passes import PassUnavailable
-from engram_pipeline.api.routes import agents, memories
+from engram_pipeline.api.routes import agents, memories, probes
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
     InvalidInput,
@@ -57,6 +57,13 @@ def create_app(
             opened = MemoryStore.open(settings=settings)
             state = ApiState(opened, settings, keys, AccessRecorder(opened, interval_s=access_interval_s))
             app.state.engram = state
+        # Load the embedder before serving: uvicorn accepts connections only once the lifespan has started,
+        # so the first recall is as fast as the others. A failure (an unreachable embedding endpoint) leaves
+        # the server up but not ready; /readyz retries the warm-up.
+        try:
+            state.warm_up()
+        except Exception as exc:
+            log.warning("engram: warm-up failed, not ready yet: %s", exc)
         state.access.start()
         try:
             yield
@@ -73,6 +80,7 @@ def create_app(
         app.state.engram = ApiState(store, settings, keys, AccessRecorder(store, interval_s=access_interval_s))
     app.include_router(memories.router)
     app.include_router(agents.router)
+    app.include_router(probes.router)
     _add_error_handlers(app)
     return app
 

@@ -5,7 +5,8 @@ Authentication, tenancy (403) and not-found (404) are decided here, once; routes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
@@ -21,12 +22,26 @@ from engram_pipeline.store import MemoryNotFound, MemoryStore, UnknownAgent
 
 @dataclass
 class ApiState:
-    """What the app holds for its lifetime (``app.state.engram``)."""
+    """What the app holds for its lifetime (``app.state.engram``).
+
+    ``ready`` turns true once :meth:`warm_up` has embedded a text and read the store, so that the first recall
+    does not pay for loading the model (``GET /readyz``).
+    """
 
     store: MemoryStore
     settings: Settings
     keys: KeyRing
     access: AccessRecorder
+    ready: bool = False
+    _warming: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def warm_up(self) -> None:
+        """Load the embedder (one embedding) and touch the memories table; then the state is ready."""
+        with self._warming:
+            if not self.ready:
+                self.store.embedder.embed(["warm up"])
+                self.store.memories.count_rows()
+                self.ready = True
 
 
 def get_state(request: Request) -> ApiState:

@@ -1,8 +1,9 @@
 """The memory tools over MCP (Model Context Protocol, stdio transport) for one agent fixed at start.
 
-Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` (needs ``expectedVersion``; a stale one is
-a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``, ``consolidate_memories`` (STM
-promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true) and ``memory_health``.
+Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_memory`` (both need
+``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
+``consolidate_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true) and
+``memory_health``. The embedder is loaded before the server reads its first request.
 
 Every tool acts on the agent the server was started for; ids of other agents' memories are reported as not
 found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can act on are tool errors
@@ -145,6 +146,15 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
         row = guarded(store.update)(id, expected_version=expectedVersion, actor=actor, agent_id=agent_id, **changes)
         return _memory(row)
 
+    @server.tool(
+        description="Delete a memory. expectedVersion must be the version you read (CONFLICT if it changed); "
+        "restore_memory brings a deleted memory back."
+    )
+    def delete_memory(id: str, expectedVersion: int) -> dict[str, Any]:
+        row = guarded(own)(id)
+        guarded(store.delete)(id, expected_version=expectedVersion, actor=actor)
+        return {"id": id, "agent_id": row["agent_id"], "version": expectedVersion, "deleted": True}
+
     @server.tool(description="Bring back a pruned, merged, superseded, archived or deleted memory.")
     def restore_memory(id: str) -> dict[str, Any]:
         found = store.last_pre_image(id)
@@ -178,4 +188,5 @@ def run_mcp(agent_id: str, settings: Settings) -> None:
     if not agent_id.strip():
         raise InvalidInput("the MCP server needs an agent id")
     store = MemoryStore.open(settings=settings)
+    store.embedder.embed(["warm up"])  # load the model before the first tool call, not during it
     build_mcp(store, agent_id).run("stdio")

@@ -95,6 +95,15 @@ class UpdateRequest(Request):
         return {f: getattr(self, f) for f in self.model_fields_set if f != "expected_version"}
 
 
+class DeletedOut(BaseModel):
+    """A deleted memory: its pre-image is in the audit, and ``POST /v1/memories/{id}/restore`` brings it back."""
+
+    id: str
+    agent_id: str
+    version: int = Field(description="the version that was deleted")
+    deleted: bool = True
+
+
 class RecallRequest(Request):
     agent_id: Id
     query: Text | None = None

@@ -20,6 +20,7 @@ TOOLS = {
     "recall",
     "get_memory",
     "update_memory",
+    "delete_memory",
     "restore_memory",
     "consolidate_memories",
     "consolidate_corpus",
@@ -83,6 +84,17 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             stale = await client.call_tool("update_memory", {"id": mid, "expectedVersion": 1, "pinned": True})
             text = error_text(stale)
             assert "CONFLICT:" in text and "version 2" in text and "get_memory" in text
+
+            stale_delete = await client.call_tool("delete_memory", {"id": mid, "expectedVersion": 1})
+            assert "CONFLICT:" in error_text(stale_delete) and "version 2" in error_text(stale_delete)
+            gone = payload(await client.call_tool("delete_memory", {"id": mid, "expectedVersion": 2}))
+            assert gone["deleted"] is True and gone["version"] == 2
+            assert "NOT_FOUND" in error_text(await client.call_tool("get_memory", {"id": mid}))
+            back = payload(await client.call_tool("restore_memory", {"id": mid}))
+            assert back["id"] == mid and back["content"] == "User prefers light mode" and back["version"] == 3
+            assert "NOT_FOUND" in error_text(
+                await client.call_tool("delete_memory", {"id": bob_id, "expectedVersion": 1})
+            )
 
             # another agent's memory does not exist for alice
             assert "NOT_FOUND" in error_text(await client.call_tool("get_memory", {"id": bob_id}))

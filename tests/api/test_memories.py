@@ -215,6 +215,6 @@ def test_restore_after_delete(client: TestClient, api_store: MemoryStore) -> Non
 
 
 def test_unknown_route_and_method(client: TestClient) -> None:
-    assert client.delete("/v1/memories/x", headers=ALICE).status_code == 405
+    assert client.put("/v1/memories/x", headers=ALICE).status_code == 405
     assert client.get("/v1/nothing", headers=ALICE).status_code == 404
     assert isinstance(pa.schema([]), pa.Schema)

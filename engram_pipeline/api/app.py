@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse
 from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
+from engram_pipeline.api.docs import add_offline_docs
 from engram_pipeline.api.passes import PassUnavailable
 from engram_pipeline.api.routes import agents, memories, probes
 from engram_pipeline.settings import Settings
@@ -37,6 +38,7 @@ from engram_pipeline.store import (
 )
 
 log = logging.getLogger(__name__)
+TITLE = "Engram memory API"
 
 
 def create_app(
@@ -71,11 +73,14 @@ def create_app(
             state.access.stop()
 
     app = FastAPI(
-        title="Engram memory API",
+        title=TITLE,
         version="1",
         description="Remember, recall and maintain AI-agent memories. Bearer API keys are scoped to agent ids.",
         lifespan=lifespan,
+        docs_url=None,  # served by add_offline_docs, without a CDN
+        redoc_url=None,
     )
+    add_offline_docs(app, title=TITLE)
     if store is not None:  # usable without the lifespan too (e.g. an ASGI test client that skips it)
         app.state.engram = ApiState(store, settings, keys, AccessRecorder(store, interval_s=access_interval_s))
     app.include_router(memories.router)

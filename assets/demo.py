@@ -160,13 +160,20 @@ def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out:
     if applied:
         return
     pending = [(a, p) for a in agents if (p := store.latest_plan(a)) and p["status"] == "pending"]
-    if pending:
+    # A plan with no cluster has nothing to review: it is not "waiting".
+    waiting = [(a, p, clusters) for a, p in pending if (clusters := p["body"].get("clusters", []))]
+    if waiting:
         print(
             "\nmerge plans waiting for review (asset corpus_merge_plan; apply with corpus_merge_apply_job):", file=out
         )
-        for agent, plan in pending:
-            clusters = len(plan["body"].get("clusters", []))
-            print(f"  {agent:<20} {plan['plan_id']}  {clusters} clusters", file=out)
+        for agent, plan, clusters in waiting:
+            members = sum(len(c.get("members", [])) for c in clusters)
+            print(
+                f"  {agent:<20} {plan['plan_id']}  {len(clusters)} clusters, would merge {members} memories", file=out
+            )
+    idle = sorted(a for a, p in pending if not p["body"].get("clusters"))
+    if idle:
+        print(f"\nnothing to merge for {', '.join(idle)}", file=out)
 
 
 if __name__ == "__main__":

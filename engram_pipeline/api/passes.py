@@ -12,6 +12,8 @@ import json
 from datetime import date, datetime
 from typing import Any
 
+from engram_pipeline.reporting import report_view
+
 
 class PassUnavailable(Exception):
     """A lifecycle pass is not available in this installation."""
@@ -26,14 +28,15 @@ def lifecycle(module: str, name: str) -> Any:
 
 
 def as_json(report: Any) -> dict[str, Any]:
-    """A report (frozen dataclass, or an object with ``as_dict``) as plain JSON values."""
+    """A report (frozen dataclass, or an object with ``as_dict``) as plain JSON values; a dry run's counts
+    say what it would do (``would_merge``, see :mod:`engram_pipeline.reporting`)."""
     if hasattr(report, "as_dict"):
         data = report.as_dict()
     elif dataclasses.is_dataclass(report) and not isinstance(report, type):
         data = dataclasses.asdict(report)
     else:
         data = dict(report)
-    return dict(json.loads(json.dumps(data, default=_default)))
+    return report_view(json.loads(json.dumps(data, default=_default)))
 
 
 def _default(value: Any) -> Any:

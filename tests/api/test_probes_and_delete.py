@@ -60,3 +60,13 @@ def test_delete_is_versioned_audited_and_restorable(client: TestClient, api_stor
 
     back = client.post(f"/v1/memories/{mid}/restore", headers=ALICE)
     assert back.status_code == 200 and back.json()["importance"] == 0.9 and back.json()["version"] == 3
+
+
+def test_corpus_merge_dry_run_says_would_merge(client: TestClient, api_store: MemoryStore) -> None:
+    from api_helpers import ADMIN
+
+    api_store.remember("alice", "User prefers tea")
+    r = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    report = r.json()["report"]
+    assert report["dry_run"] is True and "would_merge" in report and "merged" not in report

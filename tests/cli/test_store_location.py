@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ENV, parse
 from typer.testing import CliRunner
 
 from engram_pipeline.cli import app
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, StoreNotFound
+from tests.cli.conftest import ENV, parse
 
 READ_ONLY = [
     ["agents"],

@@ -90,6 +90,10 @@ def test_make_demo_runs_the_pipeline(demo: str, checkout: Path) -> None:
     assert "demo finished" in demo
     assert (checkout / ".engram" / "lancedb").is_dir() and (checkout / ".engram" / "dagster" / "dagster.yaml").is_file()
     assert "FAILED" not in demo
+    # a dry run says what it would do, and an empty plan is not waiting for anyone
+    plan_lines = [line for line in demo.splitlines() if line.strip().startswith("corpus_merge_plan")]
+    assert plan_lines and all("would_merge=" in line and " merged=" not in line for line in plan_lines)
+    assert " 0 clusters" not in demo
 
 
 def test_backfill_commands_as_written(demo: str, checkout: Path, env: dict[str, str]) -> None:

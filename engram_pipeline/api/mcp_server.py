@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from engram_pipeline.api.models import MemoryOut
-from engram_pipeline.api.passes import PassUnavailable, as_json, lifecycle
+from engram_pipeline.api.passes import PassUnavailable, as_json, health_json, lifecycle
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import InvalidInput, MemoryNotFound, MemoryStore, NothingToRestore, VersionConflict
 
@@ -178,7 +178,7 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
-        return as_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
+        return health_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
 
     return server
 

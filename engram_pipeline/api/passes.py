@@ -49,3 +49,39 @@ def _default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+TIERS = ("hot", "warm", "cold", "archive")
+
+
+def health_json(report: Any) -> dict[str, Any]:
+    """The health report, plus the names clients of the memory server this project descends from read:
+    ``overall_score``, ``tier_distribution`` (hot, warm, cold, archive), ``contradiction_count`` (the existing
+    fields stay)."""
+    data = as_json(report)
+    tiers = data.get("tiers") or {}
+    data["overall_score"] = data.get("score")
+    data["tier_distribution"] = {t: int(tiers.get(t, 0)) for t in TIERS}
+    data["contradiction_count"] = data.get("active_contradictions", 0)
+    return data
+
+
+def decay_json(importance: Any, confidence: Any = None) -> dict[str, Any]:
+    """The decay report(s), with ``decayed_count`` and ``archived_count`` on top: confidence decay's counts when
+    it ran, else the rows importance decay re-scored (and 0 archived); ``pruned_count`` from importance decay."""
+    imp = as_json(importance)
+    if confidence is None:
+        return {
+            **imp,
+            "decayed_count": imp.get("updated", 0),
+            "archived_count": 0,
+            "pruned_count": imp.get("pruned", 0),
+        }
+    conf = as_json(confidence)
+    return {
+        "importance": imp,
+        "confidence": conf,
+        "decayed_count": conf.get("decayed_count", 0),
+        "archived_count": conf.get("archived_count", 0),
+        "pruned_count": imp.get("pruned", 0),
+    }

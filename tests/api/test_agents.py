@@ -62,7 +62,11 @@ def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None
 def test_decay_with_confidence(client: TestClient, seeded: MemoryStore) -> None:
     r = client.post("/v1/agents/alice/decay", json={"confidence": True}, headers=ADMIN)
     assert r.status_code == 200, r.text
-    assert set(r.json()["report"]) == {"importance", "confidence"}
+    report = r.json()["report"]
+    assert {"importance", "confidence"} <= set(report)
+    assert report["decayed_count"] == report["confidence"]["decayed_count"]
+    assert report["archived_count"] == report["confidence"]["archived_count"]
+    assert report["pruned_count"] == report["importance"]["pruned"]
 
 
 def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore) -> None:

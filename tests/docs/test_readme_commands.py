@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_store_snippet_runs(demo: str, checkout: Path, env: dict[str, str]) -> N
     snippet = code_block("### The store", "python")
     done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env)
     assert done.returncode == 0, done.stderr
+
+
+def test_serve_and_the_client_snippet(demo: str, checkout: Path, env: dict[str, str]) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    serve = next(line for line in code_block("### HTTP API and MCP", "sh").splitlines() if "engram serve" in line)
+    server = subprocess.Popen(
+        ["sh", "-c", "exec env " + serve.replace("8080", port)],  # `exec` takes no VAR=value; `env` does
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        snippet = code_block("From Python, `engram_pipeline.client`", "python").replace("8080", port)
+        done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        score, decayed = done.stdout.split()
+        assert 0.0 <= float(score) <= 1.0 and int(decayed) >= 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

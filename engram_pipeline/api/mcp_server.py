@@ -178,6 +178,8 @@ def build_mcp(store: MemoryStore, agent_id: str) -> MCPServer:
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
+        if not store.has_agent(agent_id):
+            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
         return health_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
 
     return server

@@ -103,6 +103,12 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             assert "INVALID_INPUT" in error_text(bad) and "k must be" in error_text(bad)
 
             health = payload(await client.call_tool("memory_health", {}))
+            assert health["overall_score"] == health["score"] and set(health["tier_distribution"]) == {
+                "hot",
+                "warm",
+                "cold",
+                "archive",
+            }
             assert health["agent_id"] == "alice" and health["total"] == 1
             plan = payload(await client.call_tool("consolidate_corpus", {}))
             assert plan["dry_run"] is True
@@ -116,3 +122,13 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
 
 def mid_of(store: MemoryStore) -> str:
     return next(r["id"] for r in store.list_memories("alice"))
+
+
+def test_health_of_an_agent_without_memories_is_not_found(store: MemoryStore) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from engram_pipeline.api.mcp_server import build_mcp
+
+    server = build_mcp(store, "newcomer")
+    with pytest.raises(ToolError, match="NOT_FOUND: unknown agent 'newcomer'"):
+        anyio.run(server.call_tool, "memory_health", {})

@@ -23,7 +23,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
-SKIP = {".git", ".venv", ".engram", ".dagster_home", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+SKIP = {
+    ".git",
+    ".venv",
+    ".engram",
+    ".dagster_home",
+    ".hypothesis",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+}
 AGENT = "coding-assistant"  # one of the sample corpus's agents
 
 

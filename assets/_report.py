@@ -23,6 +23,8 @@ from dagster import (
     TableSchema,
 )
 
+from engram_pipeline.reporting import report_view
+
 # Lists longer than this are cut in the metadata (the UI is for reading, the store keeps everything).
 MAX_LISTED = 50
 
@@ -61,7 +63,7 @@ def report_fields(report: Any) -> dict[str, Any]:
 
 def report_metadata(title: str, report: Any, *, duration_s: float, omit: tuple[str, ...] = ()) -> dict[str, Any]:
     """Metadata for one report: a value per field (but ``omit``), ``duration_s`` and a markdown ``summary``."""
-    fields = {k: v for k, v in report_fields(report).items() if k not in omit}
+    fields = {k: v for k, v in report_view(report_fields(report)).items() if k not in omit}
     meta: dict[str, Any] = {name: metadata_value(value) for name, value in fields.items()}
     meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
     meta["summary"] = MetadataValue.md(summary_md(title, fields, duration_s))

@@ -8,8 +8,10 @@ the backfill waits in the queue until one starts.
     python -m assets.backfill corpus_merge_plan --partitions coding-assistant,support-bot
     python -m assets.backfill importance_decay,memory_health --wait
 
-Partitioned asset jobs can also be backfilled with Dagster's own command:
-``dagster job backfill -w workspace.yaml -j <job> --all all --noprompt``.
+``DAGSTER_HOME`` defaults to ``<ENGRAM_HOME>/dagster`` and may be relative (it is made absolute here).
+Partitioned asset jobs can also be backfilled with Dagster's own command, which needs an absolute
+``DAGSTER_HOME``: ``DAGSTER_HOME=$PWD/.engram/dagster dagster job backfill -w workspace.yaml -j <job> --all all
+--noprompt``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Sequence
 from dagster import AssetKey, DagsterInstance, Definitions
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
+
+from assets.instance import prepare_environment
 
 TERMINAL = {
     BulkActionStatus.COMPLETED,
@@ -79,11 +83,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", help="comma-separated agent ids (default: every registered agent)")
     parser.add_argument("--wait", action="store_true", help="wait until the daemon has finished the backfill")
     args = parser.parse_args(argv)
+    # A relative DAGSTER_HOME (as in `DAGSTER_HOME=.engram/dagster`) is made absolute before Dagster sees it.
+    env = prepare_environment()
 
     from assets.definitions import defs
+    from assets.partitions import AGENTS
 
     partitions = [p for p in (args.partitions or "").split(",") if p]
     with DagsterInstance.get() as instance:
+        registered = set(instance.get_dynamic_partitions(AGENTS))
+        unknown = [p for p in partitions if p not in registered]
+        if unknown or not registered:
+            what = f"unknown agent partitions: {', '.join(unknown)}" if unknown else "no agent partitions"
+            print(
+                f"error: {what} in the Dagster instance at {env['DAGSTER_HOME']}. Agents are registered by "
+                "the agent_partitions_sensor (running under `make ui`) or by `make demo`.",
+                file=sys.stderr,
+            )
+            return 1
         backfill_id = launch_backfill(instance, defs, [a for a in args.assets.split(",") if a], partitions=partitions)
         print(f"backfill {backfill_id} submitted: {args.assets} over {args.partitions or 'all agent partitions'}")
         if not args.wait:

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from assets.instance import prepare_environment
+
 # A materialization's metadata entries that are not a count of what the pass did.
 NOT_COUNTS = {"duration_s", "floor", "mean_score"}
 PIPELINE_JOB = "full_pipeline_job"  # every per-agent pass but the merge apply, in lineage order
@@ -48,21 +47,6 @@ class AgentSummary:
     success: bool
     seconds: float
     passes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-
-
-def prepare_environment(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Default ``ENGRAM_HOME`` and ``DAGSTER_HOME`` (absolute, so every Dagster process agrees) and give the
-    instance the project's ``dagster.yaml``. Returns the variables it set."""
-    env = os.environ if env is None else env
-    home = Path(env.get("ENGRAM_HOME") or ".engram").resolve()
-    dagster_home = Path(env.get("DAGSTER_HOME") or home / "dagster").resolve()
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    config = PROJECT_ROOT / "dagster.yaml"
-    if config.is_file() and not (dagster_home / "dagster.yaml").exists():
-        shutil.copyfile(config, dagster_home / "dagster.yaml")
-    values = {"ENGRAM_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
-    env.update(values)
-    return values
 
 
 def load_sample(store: Any, agents: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> list[str]:
@@ -176,13 +160,20 @@ def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out:
     if applied:
         return
     pending = [(a, p) for a in agents if (p := store.latest_plan(a)) and p["status"] == "pending"]
-    if pending:
+    # A plan with no cluster has nothing to review: it is not "waiting".
+    waiting = [(a, p, clusters) for a, p in pending if (clusters := p["body"].get("clusters", []))]
+    if waiting:
         print(
             "\nmerge plans waiting for review (asset corpus_merge_plan; apply with corpus_merge_apply_job):", file=out
         )
-        for agent, plan in pending:
-            clusters = len(plan["body"].get("clusters", []))
-            print(f"  {agent:<20} {plan['plan_id']}  {clusters} clusters", file=out)
+        for agent, plan, clusters in waiting:
+            members = sum(len(c.get("members", [])) for c in clusters)
+            print(
+                f"  {agent:<20} {plan['plan_id']}  {len(clusters)} clusters, would merge {members} memories", file=out
+            )
+    idle = sorted(a for a, p in pending if not p["body"].get("clusters"))
+    if idle:
+        print(f"\nnothing to merge for {', '.join(idle)}", file=out)
 
 
 if __name__ == "__main__":

@@ -200,8 +200,10 @@ class Settings:
 
     @property
     def resolved_db_uri(self) -> str:
-        """The LanceDB URI: ``ENGRAM_DB_URI`` if set, else ``<ENGRAM_HOME>/lancedb``."""
-        return self.db_uri or str(Path(self.home) / "lancedb")
+        """The LanceDB URI: ``ENGRAM_DB_URI`` if set, else ``<ENGRAM_HOME>/lancedb``; a local path is made
+        absolute (against the working directory), so every process and every later ``cd`` agree on it."""
+        uri = self.db_uri or str(Path(self.home) / "lancedb")
+        return uri if "://" in uri else str(Path(uri).expanduser().resolve())
 
     @property
     def storage_options_dict(self) -> dict[str, str]:

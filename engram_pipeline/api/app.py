@@ -24,8 +24,9 @@ from fastapi.responses import JSONResponse
 from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
+from engram_pipeline.api.docs import add_offline_docs
 from engram_pipeline.api.passes import PassUnavailable
-from engram_pipeline.api.routes import agents, memories
+from engram_pipeline.api.routes import agents, memories, probes
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
     InvalidInput,
@@ -33,10 +34,12 @@ from engram_pipeline.store import (
     MemoryStore,
     NothingToRestore,
     PlanNotFound,
+    UnknownAgent,
     VersionConflict,
 )
 
 log = logging.getLogger(__name__)
+TITLE = "Engram memory API"
 
 
 def create_app(
@@ -57,6 +60,13 @@ def create_app(
             opened = MemoryStore.open(settings=settings)
             state = ApiState(opened, settings, keys, AccessRecorder(opened, interval_s=access_interval_s))
             app.state.engram = state
+        # Load the embedder before serving: uvicorn accepts connections only once the lifespan has started,
+        # so the first recall is as fast as the others. A failure (an unreachable embedding endpoint) leaves
+        # the server up but not ready; /readyz retries the warm-up.
+        try:
+            state.warm_up()
+        except Exception as exc:
+            log.warning("engram: warm-up failed, not ready yet: %s", exc)
         state.access.start()
         try:
             yield
@@ -64,15 +74,19 @@ def create_app(
             state.access.stop()
 
     app = FastAPI(
-        title="Engram memory API",
+        title=TITLE,
         version="1",
         description="Remember, recall and maintain AI-agent memories. Bearer API keys are scoped to agent ids.",
         lifespan=lifespan,
+        docs_url=None,  # served by add_offline_docs, without a CDN
+        redoc_url=None,
     )
+    add_offline_docs(app, title=TITLE)
     if store is not None:  # usable without the lifespan too (e.g. an ASGI test client that skips it)
         app.state.engram = ApiState(store, settings, keys, AccessRecorder(store, interval_s=access_interval_s))
     app.include_router(memories.router)
     app.include_router(agents.router)
+    app.include_router(probes.router)
     _add_error_handlers(app)
     return app
 
@@ -92,6 +106,10 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PlanNotFound)
     async def plan_not_found(_: Request, exc: PlanNotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(UnknownAgent)
+    async def unknown_agent(_: Request, exc: UnknownAgent) -> JSONResponse:
         return _error(404, str(exc))
 
     @app.exception_handler(VersionConflict)

@@ -7,7 +7,8 @@ cannot probe which ids exist elsewhere; agent ids in paths and bodies stay 403 (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
@@ -18,17 +19,31 @@ from engram_pipeline.api.auth import LOCAL_CALLER, Caller, KeyRing, is_loopback
 from engram_pipeline.api.models import ID_PATTERN, MAX_ID_CHARS, RecallRequest, RememberRequest
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import MemoryNotFound, MemoryStore
+from engram_pipeline.store import MemoryNotFound, MemoryStore, UnknownAgent
 
 
 @dataclass
 class ApiState:
-    """What the app holds for its lifetime (``app.state.engram``)."""
+    """What the app holds for its lifetime (``app.state.engram``).
+
+    ``ready`` turns true once :meth:`warm_up` has embedded a text and read the store, so that the first recall
+    does not pay for loading the model (``GET /readyz``).
+    """
 
     store: MemoryStore
     settings: Settings
     keys: KeyRing
     access: AccessRecorder
+    ready: bool = False
+    _warming: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def warm_up(self) -> None:
+        """Load the embedder (one embedding) and touch the memories table; then the state is ready."""
+        with self._warming:
+            if not self.ready:
+                self.store.embedder.embed(["warm up"])
+                self.store.memories.count_rows()
+                self.ready = True
 
 
 def get_state(request: Request) -> ApiState:
@@ -113,6 +128,16 @@ def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
 
 
 AgentDep = Annotated[str, Depends(get_agent)]
+
+
+def get_known_agent(agent_id: AgentDep, store: StoreDep) -> str:
+    """An agent the caller may access (403) that has memories in the store (else 404: unknown agent)."""
+    if not store.has_agent(agent_id):
+        raise UnknownAgent(agent_id)
+    return agent_id
+
+
+KnownAgentDep = Annotated[str, Depends(get_known_agent)]
 
 
 def visible_to(caller: Caller, memory_id: str, agent_id: str | None) -> None:

@@ -1,8 +1,10 @@
 """The memory tools over MCP (Model Context Protocol, stdio transport) for one agent fixed at start.
 
-Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` (needs ``expectedVersion``; a stale one is
-a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``, ``consolidate_memories`` (STM
-promotion, run now), ``consolidate_corpus`` and ``memory_health``.
+Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_memory`` (both need
+``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
+``consolidate_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
+applying names a reviewed ``planId`` and needs a server started with ``--admin``) and ``memory_health``. The
+embedder is loaded before the server reads its first request.
 
 ``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
 returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
@@ -25,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline.api.models import MemoryOut
-from engram_pipeline.api.passes import PassUnavailable, as_json, lifecycle
+from engram_pipeline.api.passes import PassUnavailable, as_json, health_json, lifecycle
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
     InvalidInput,
@@ -178,6 +180,15 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         return _memory(row)
 
     @server.tool(
+        description="Delete a memory. expectedVersion must be the version you read (CONFLICT if it changed); "
+        "restore_memory brings a deleted memory back."
+    )
+    def delete_memory(id: StrictStr, expectedVersion: StrictInt) -> dict[str, Any]:
+        row = guarded(own)(id)
+        guarded(store.delete)(id, expected_version=expectedVersion, actor=actor)
+        return {"id": id, "agent_id": row["agent_id"], "version": expectedVersion, "deleted": True}
+
+    @server.tool(
         description="Bring back a pruned, merged, superseded, archived or deleted memory. If it changed after "
         "it was hidden you get a CONFLICT error (restoring would revert those changes): read it with get_memory "
         "and pass its version as expectedVersion to restore it anyway."
@@ -221,7 +232,9 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
-        return as_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
+        if not store.has_agent(agent_id):
+            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
+        return health_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
 
     return server
 
@@ -230,4 +243,5 @@ def run_mcp(agent_id: str, settings: Settings, *, admin: bool = False) -> None:
     """Open the store from ``settings`` and serve ``agent_id``'s memory tools over stdio until EOF."""
     check_id("agent_id", agent_id)
     store = MemoryStore.open(settings=settings)
+    store.embedder.embed(["warm up"])  # load the model before the first tool call, not during it
     build_mcp(store, agent_id, admin=admin).run("stdio")

@@ -104,6 +104,15 @@ class RestoreRequest(Request):
     expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)] | None = None
 
 
+class DeletedOut(BaseModel):
+    """A deleted memory: its pre-image is in the audit, and ``POST /v1/memories/{id}/restore`` brings it back."""
+
+    id: str
+    agent_id: str
+    version: int = Field(description="the version that was deleted")
+    deleted: bool = True
+
+
 class RecallRequest(Request):
     agent_id: Id
     query: Text | None = None

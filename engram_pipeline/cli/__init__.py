@@ -37,6 +37,7 @@ def _root(
 
 
 for name, fn in (
+    ("init", memories.init),
     ("import", memories.import_),
     ("export", memories.export),
     ("remember", memories.remember),

@@ -70,11 +70,26 @@ class State:
 
     @property
     def store(self) -> MemoryStore:
+        """The existing store (a missing one is an error that says how to create it)."""
+        return self.open_store(create=False)
+
+    def open_store(self, *, create: bool) -> MemoryStore:
+        """The store, created first when ``create`` (``init``, ``import``, ``remember``)."""
         if self._store is None:
             from engram_pipeline.store import MemoryStore
 
-            self._store = MemoryStore.open(self.settings.resolved_db_uri, settings=self.settings)
+            self._store = MemoryStore.open(self.settings.resolved_db_uri, settings=self.settings, create=create)
         return self._store
+
+    def known_agents(self, agents: Sequence[str]) -> list[str]:
+        """``agents`` (deduplicated), refusing any that has no memories in the store."""
+        from engram_pipeline.store import UnknownAgent
+
+        wanted = list(dict.fromkeys(agents))
+        for agent_id in wanted:
+            if not self.store.has_agent(agent_id):
+                raise UnknownAgent(agent_id)
+        return wanted
 
 
 def state(ctx: typer.Context) -> State:

@@ -1,5 +1,8 @@
-"""Commands on single memories and on whole files: import, export, remember, get, update, recall, restore,
-delete, agents.
+"""Commands on single memories and on whole files: init, import, export, remember, get, update, recall,
+restore, delete, agents.
+
+``init``, ``import`` and ``remember`` create the store when it does not exist; every other command refuses a
+missing store with a message that says so (a mistyped ``--db`` never leaves an empty store behind).
 
 ``get`` and ``recall`` here do not count as accesses by default (an operator peeking at the store should not
 raise a memory's importance); ``--track-access`` makes them behave like an agent's read.
@@ -28,6 +31,17 @@ def _metadata(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+def init(ctx: typer.Context) -> None:
+    """Create an empty store at --db (default ``<ENGRAM_HOME>/lancedb``); an existing store is left as it is."""
+    st = state(ctx)
+    store = st.open_store(create=True)
+    info = {"uri": store.uri, "embedder": store.embedder.name, "dimension": store.embedder.dimension}
+    if st.json:
+        emit_json(info)
+    else:
+        typer.echo(f"store at {store.uri} ({store.embedder.name}, dimension {store.embedder.dimension})")
+
+
 def import_(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL file")],
@@ -43,7 +57,7 @@ def import_(
     from engram_pipeline.importer import count_lines, import_jsonl
 
     st = state(ctx)
-    store = st.store
+    store = st.open_store(create=True)
     total = count_lines(file)
     with typer.progressbar(length=total, label="importing", file=sys.stderr) as bar:
         report = import_jsonl(
@@ -103,7 +117,7 @@ def remember(
     """Store a memory (exact content returns the existing row; near-duplicates and contradictions are
     handled at write time)."""
     st = state(ctx)
-    result = st.store.remember(
+    result = st.open_store(create=True).remember(
         agent_id,
         content,
         tier=tier,
@@ -196,6 +210,7 @@ def recall(
 ) -> None:
     """The k best memories of an agent for a query (0.7 similarity + 0.2 recency + 0.1 importance)."""
     st = state(ctx)
+    st.known_agents([agent_id])
     hits = st.store.recall(
         agent_id,
         query,

@@ -15,7 +15,17 @@ from typing import Annotated, Any
 
 import typer
 
-from engram_pipeline.cli._common import CliError, State, emit_json, print_record, print_table, state, warn
+from engram_pipeline.cli._common import (
+    CliError,
+    State,
+    emit_json,
+    jsonable,
+    print_record,
+    print_table,
+    state,
+    warn,
+)
+from engram_pipeline.reporting import report_view
 
 AgentOpt = Annotated[list[str] | None, typer.Option("--agent", help="an agent id (repeatable)")]
 AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
@@ -26,14 +36,14 @@ LIFECYCLE = "engram_pipeline.lifecycle"
 def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
     if bool(agent) == all_agents:
         raise CliError("give --agent A (repeatable) or --all-agents, not both and not neither")
-    return st.store.agents() if all_agents else list(dict.fromkeys(agent or []))
+    return st.store.agents() if all_agents else st.known_agents(agent or [])
 
 
 def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:
     """Run ``fn`` per agent and print the reports."""
     results = [(a, fn(a)) for a in agents]
     if st.json:
-        emit_json([{"agent_id": a, "report": r} for a, r in results])
+        emit_json([{"agent_id": a, "report": _json_report(r)} for a, r in results])
         return
     if not results:
         warn("no agents")
@@ -46,18 +56,22 @@ def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:
     print_table(rows, list(rows[0]), width=40)
 
 
+def _json_report(report: Any) -> Any:
+    value = jsonable(report)
+    return report_view(value) if isinstance(value, dict) else value
+
+
 def _summary(report: Any) -> dict[str, Any]:
     """A report's fields for a table; collections are shown by their size."""
     if not dataclasses.is_dataclass(report) or isinstance(report, type):
         return {"result": report}
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(report):
-        value = getattr(report, f.name)
+    for name, value in report_view({f.name: getattr(report, f.name) for f in dataclasses.fields(report)}).items():
         if isinstance(value, list | tuple | set | frozenset) and len(value) > 3:
             value = f"{len(value)} items"
         elif isinstance(value, dict) and len(value) > 4:
             value = f"{len(value)} entries"
-        out[f.name] = value
+        out[name] = value
     return out
 
 

@@ -10,6 +10,8 @@ from engram_pipeline.store.errors import (
     PlanNotFound,
     RestoreConflict,
     StoreError,
+    StoreNotFound,
+    UnknownAgent,
     VersionConflict,
 )
 
@@ -24,5 +26,7 @@ __all__ = [
     "RememberResult",
     "RestoreConflict",
     "StoreError",
+    "StoreNotFound",
+    "UnknownAgent",
     "VersionConflict",
 ]

@@ -41,6 +41,7 @@ from engram_pipeline.store.errors import (
     EmbedderMismatch,
     InvalidInput,
     MemoryNotFound,
+    StoreNotFound,
 )
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sql import eq, in_list, lit
@@ -87,22 +88,30 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         storage_options: dict[str, str] | None = None,
+        create: bool = True,
     ) -> MemoryStore:
         """Open (or create) the store at a LanceDB ``uri``: a directory, ``memory://``, ``s3://...``, ...
 
-        ``uri`` defaults to ``settings.resolved_db_uri``; ``storage_options`` default to
-        ``ENGRAM_STORAGE_OPTIONS`` and are passed to LanceDB for object storage.
+        ``uri`` defaults to ``settings.resolved_db_uri``; a local path is made absolute. ``storage_options``
+        default to ``ENGRAM_STORAGE_OPTIONS`` and are passed to LanceDB for object storage. With
+        ``create=False`` a store that does not exist yet raises :class:`StoreNotFound` instead of being created.
         """
         settings = settings or Settings.from_env()
         uri = uri or settings.resolved_db_uri
         if "://" not in uri:
             from pathlib import Path
 
-            Path(uri).mkdir(parents=True, exist_ok=True)
+            path = Path(uri).expanduser().resolve()  # absolute: the store is the same whatever the cwd later
+            uri = str(path)
+            if not create and not (path / "meta.lance").is_dir():
+                raise StoreNotFound(uri)
+            path.mkdir(parents=True, exist_ok=True)
         options = storage_options if storage_options is not None else settings.storage_options_dict
         # Strong read consistency: every read sees the latest commit of any process, which the
         # compare-and-set protocol and concurrent passes rely on.
         db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=options or None)
+        if not create and "meta" not in db.list_tables().tables:
+            raise StoreNotFound(uri)
         return cls(db, uri, settings, embedder or get_embedder(settings))
 
     # -- tables ----------------------------------------------------------------------------------------
@@ -202,6 +211,10 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         """Every agent id that has at least one memory."""
         ids = self.memories.search().select(["agent_id"]).limit(None).to_arrow()["agent_id"]
         return sorted(set(ids.to_pylist()))
+
+    def has_agent(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` has at least one memory (whatever its status)."""
+        return bool(self.memories.count_rows(eq("agent_id", agent_id)))
 
     def ids_written_at(self, version: int, ids: Sequence[str], token: str) -> list[str]:
         """Which of ``ids`` carry ``token`` at table ``version`` (i.e. were written by that commit)."""

@@ -64,3 +64,22 @@ class EmbedderMismatch(StoreError):
 
 class InvalidInput(StoreError, ValueError):
     """Bad input: nothing was written."""
+
+
+class StoreNotFound(StoreError, LookupError):
+    """No store at this URI, and the caller asked not to create one."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        super().__init__(
+            f"no memory store at {uri}: create one with `engram init` (or `engram --db URI init`, or import "
+            "or remember something), or point --db / ENGRAM_DB_URI / ENGRAM_HOME at an existing store"
+        )
+
+
+class UnknownAgent(StoreError, LookupError):
+    """The agent has no memories in this store."""
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        super().__init__(f"unknown agent {agent_id!r}: it has no memories in this store (`engram agents` lists them)")

@@ -62,7 +62,11 @@ def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None
 def test_decay_with_confidence(client: TestClient, seeded: MemoryStore) -> None:
     r = client.post("/v1/agents/alice/decay", json={"confidence": True}, headers=ADMIN)
     assert r.status_code == 200, r.text
-    assert set(r.json()["report"]) == {"importance", "confidence"}
+    report = r.json()["report"]
+    assert {"importance", "confidence"} <= set(report)
+    assert report["decayed_count"] == report["confidence"]["decayed_count"]
+    assert report["archived_count"] == report["confidence"]["archived_count"]
+    assert report["pruned_count"] == report["importance"]["pruned"]
 
 
 def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore) -> None:
@@ -126,7 +130,9 @@ def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
     assert r.status_code == 200, r.text
     report = r.json()["report"]
     assert r.json()["agent_id"] == "alice" and report["total"] == 6 and 0.0 <= report["score"] <= 1.0
-    assert client.get("/v1/agents/bob/health", headers=BOB).json()["report"]["total"] == 0
+    # an agent with no memories is unknown, not healthy
+    unknown = client.get("/v1/agents/bob/health", headers=BOB)
+    assert unknown.status_code == 404 and "unknown agent 'bob'" in unknown.json()["detail"]
 
 
 def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore) -> None:

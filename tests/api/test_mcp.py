@@ -20,6 +20,7 @@ TOOLS = {
     "recall",
     "get_memory",
     "update_memory",
+    "delete_memory",
     "restore_memory",
     "consolidate_memories",
     "consolidate_corpus",
@@ -84,6 +85,17 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             text = error_text(stale)
             assert "CONFLICT:" in text and "version 2" in text and "get_memory" in text
 
+            stale_delete = await client.call_tool("delete_memory", {"id": mid, "expectedVersion": 1})
+            assert "CONFLICT:" in error_text(stale_delete) and "version 2" in error_text(stale_delete)
+            gone = payload(await client.call_tool("delete_memory", {"id": mid, "expectedVersion": 2}))
+            assert gone["deleted"] is True and gone["version"] == 2
+            assert "NOT_FOUND" in error_text(await client.call_tool("get_memory", {"id": mid}))
+            back = payload(await client.call_tool("restore_memory", {"id": mid}))
+            assert back["id"] == mid and back["content"] == "User prefers light mode" and back["version"] == 3
+            assert "NOT_FOUND" in error_text(
+                await client.call_tool("delete_memory", {"id": bob_id, "expectedVersion": 1})
+            )
+
             # another agent's memory does not exist for alice
             assert "NOT_FOUND" in error_text(await client.call_tool("get_memory", {"id": bob_id}))
             assert "NOT_FOUND" in error_text(await client.call_tool("restore_memory", {"id": bob_id}))
@@ -91,6 +103,12 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             assert "INVALID_INPUT" in error_text(bad) and "k must be" in error_text(bad)
 
             health = payload(await client.call_tool("memory_health", {}))
+            assert health["overall_score"] == health["score"] and set(health["tier_distribution"]) == {
+                "hot",
+                "warm",
+                "cold",
+                "archive",
+            }
             assert health["agent_id"] == "alice" and health["total"] == 1
             plan = payload(await client.call_tool("consolidate_corpus", {}))
             assert plan["dry_run"] is True
@@ -153,3 +171,13 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
 
     anyio.run(session)
     assert merged_as_reviewed(store, ids)
+
+
+def test_health_of_an_agent_without_memories_is_not_found(store: MemoryStore) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from engram_pipeline.api.mcp_server import build_mcp
+
+    server = build_mcp(store, "newcomer")
+    with pytest.raises(ToolError, match="NOT_FOUND: unknown agent 'newcomer'"):
+        anyio.run(server.call_tool, "memory_health", {})

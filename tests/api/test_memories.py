@@ -261,6 +261,6 @@ def test_other_agents_ids_answer_like_unknown_ids(client: TestClient, api_store:
 
 
 def test_unknown_route_and_method(client: TestClient) -> None:
-    assert client.delete("/v1/memories/x", headers=ALICE).status_code == 405
+    assert client.put("/v1/memories/x", headers=ALICE).status_code == 405
     assert client.get("/v1/nothing", headers=ALICE).status_code == 404
     assert isinstance(pa.schema([]), pa.Schema)

@@ -78,8 +78,8 @@ def test_merge_plan_then_apply_exactly_that_plan(
     assert not seeded.list_memories(MERGE_AGENT, status="superseded")  # a dry run touches nothing
     applied = corpus_merge_apply(context(engram, instance, MERGE_AGENT), config=CorpusMergeApplyConfig(plan_id=plan_id))
     assert applied.metadata["plan_id"].value == plan_id
-    assert applied.metadata["merged"].value == plan.metadata["merged"].value
-    assert len(seeded.list_memories(MERGE_AGENT, status="superseded")) == plan.metadata["merged"].value
+    assert applied.metadata["merged"].value == plan.metadata["would_merge"].value
+    assert len(seeded.list_memories(MERGE_AGENT, status="superseded")) == plan.metadata["would_merge"].value
 
 
 def test_memory_health_embeds_the_chart(engram: EngramStore, instance: DagsterInstance) -> None:

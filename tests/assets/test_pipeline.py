@@ -106,7 +106,7 @@ def test_review_then_apply_exactly_the_reviewed_plan(
     out = applied.asset_materializations_for_node("corpus_merge_apply")[0].metadata
     assert out["plan_id"].value == plan_id
     assert out["skipped_concurrent_edit"].value >= 1
-    assert out["merged"].value == meta["merged"].value - out["skipped_concurrent_edit"].value
+    assert out["merged"].value == meta["would_merge"].value - out["skipped_concurrent_edit"].value
     assert seeded.get(edited["id"], track_access=False)["superseded_by"] is None
     assert all(c.passed for c in applied.get_asset_check_evaluations())
     assert seeded.get_plan(plan_id)["status"] == "applied"

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from engram_pipeline.api.deps import AdminDep, AgentDep, StoreDep
+from engram_pipeline.api.deps import AdminDep, AgentDep, KnownAgentDep, StoreDep
 from engram_pipeline.api.models import (
     ConsolidateRequest,
     CorpusMergeRequest,
@@ -19,7 +19,7 @@ from engram_pipeline.api.models import (
     PromoteRequest,
     ReportResponse,
 )
-from engram_pipeline.api.passes import as_json, lifecycle
+from engram_pipeline.api.passes import as_json, decay_json, health_json, lifecycle
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
@@ -37,10 +37,16 @@ def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
     return ReportResponse(pass_name=pass_name, agent_id=agent_id, report=as_json(report))
 
 
-@router.get("/health", response_model=ReportResponse)
-def agent_health(agent_id: AgentDep, store: StoreDep) -> ReportResponse:
-    """Counts by status, tier and confidence tier, and what the passes last did for this agent."""
-    return _report("health", agent_id, lifecycle("health", "health")(store, agent_id))
+@router.get(
+    "/health",
+    response_model=ReportResponse,
+    responses={404: {"model": ErrorOut, "description": "unknown agent: it has no memories"}},
+)
+def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
+    """Counts by status, tier and confidence tier, and what the passes last did for this agent
+    (``overall_score``, ``tier_distribution``, ``contradiction_count``, ``stale_count``, ...)."""
+    report = health_json(lifecycle("health", "health")(store, agent_id))
+    return ReportResponse(pass_name="health", agent_id=agent_id, report=report)
 
 
 @router.post("/decay", response_model=ReportResponse)
@@ -49,15 +55,14 @@ def decay(
 ) -> ReportResponse:
     """Run the importance decay pass now (re-score, mark stale, prune with audit) and return its report.
 
-    With ``{"confidence": true}`` the competition-aware confidence decay runs after it.
+    With ``{"confidence": true}`` the competition-aware confidence decay runs after it. ``decayed_count``,
+    ``archived_count`` and ``pruned_count`` sum the report up.
     """
-    report = as_json(lifecycle("decay", "decay_importance")(store, agent_id))
+    importance = lifecycle("decay", "decay_importance")(store, agent_id)
+    confidence = None
     if body is not None and body.confidence:
-        report = {
-            "importance": report,
-            "confidence": as_json(lifecycle("confidence", "decay_confidence")(store, agent_id)),
-        }
-    return ReportResponse(pass_name="decay", agent_id=agent_id, report=report)
+        confidence = lifecycle("confidence", "decay_confidence")(store, agent_id)
+    return ReportResponse(pass_name="decay", agent_id=agent_id, report=decay_json(importance, confidence))
 
 
 @router.post("/consolidate", response_model=ReportResponse)

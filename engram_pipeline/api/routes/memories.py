@@ -1,10 +1,10 @@
-"""``/v1/memories``: remember, get, versioned update, recall, restore."""
+"""``/v1/memories``: remember, get, versioned update, delete, recall, restore."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Query, Response
 
 from engram_pipeline.api.deps import (
     CallerDep,
@@ -16,6 +16,8 @@ from engram_pipeline.api.deps import (
     StoreDep,
 )
 from engram_pipeline.api.models import (
+    MAX_VERSION,
+    DeletedOut,
     ErrorOut,
     MemoryOut,
     RecallHitOut,
@@ -102,6 +104,21 @@ def update_memory(memory: MemoryDep, body: UpdateRequest, store: StoreDep, calle
         **body.changes(),
     )
     return MemoryOut.of(row)
+
+
+@router.delete("/{memory_id}", response_model=DeletedOut, responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT})
+def delete_memory(
+    memory: MemoryDep,
+    store: StoreDep,
+    caller: CallerDep,
+    expected_version: Annotated[int, Query(ge=1, le=MAX_VERSION, description="the version you read")],
+) -> DeletedOut:
+    """Delete a memory you read at ``expected_version`` (a stale version is a 409 with ``current_version``).
+
+    The full pre-image is audited; ``POST /v1/memories/{id}/restore`` brings the memory back with its id.
+    """
+    store.delete(memory["id"], expected_version=expected_version, actor=caller.actor)
+    return DeletedOut(id=memory["id"], agent_id=memory["agent_id"], version=expected_version)
 
 
 @router.post(

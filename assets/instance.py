@@ -1,0 +1,31 @@
+"""Where the command-line entry points (``python -m assets.demo``, ``python -m assets.backfill``) find the
+Dagster instance and the store.
+
+Dagster refuses a relative ``DAGSTER_HOME``, and the code location's processes must agree on one store, so both
+variables are made absolute here before anything opens the instance.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import MutableMapping
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def prepare_environment(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Default ``ENGRAM_HOME`` (``./.engram``) and ``DAGSTER_HOME`` (``<ENGRAM_HOME>/dagster``), both made
+    absolute (so every Dagster process agrees, and a relative ``DAGSTER_HOME=.engram/dagster`` works), and give
+    the instance the project's ``dagster.yaml`` if it has none. Returns the variables it set."""
+    env = os.environ if env is None else env
+    home = Path(env.get("ENGRAM_HOME") or ".engram").expanduser().resolve()
+    dagster_home = Path(env.get("DAGSTER_HOME") or home / "dagster").expanduser().resolve()
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = PROJECT_ROOT / "dagster.yaml"
+    if config.is_file() and not (dagster_home / "dagster.yaml").exists():
+        shutil.copyfile(config, dagster_home / "dagster.yaml")
+    values = {"ENGRAM_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
+    env.update(values)
+    return values

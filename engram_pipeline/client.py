@@ -1,0 +1,453 @@
+"""A synchronous Python client for the memory API (``engram serve``), on httpx.
+
+::
+
+    from engram_pipeline.client import EngramClient, VersionConflict
+
+    with EngramClient("http://127.0.0.1:8080", api_key="tok-alice") as client:
+        made = client.remember("alice", "User prefers dark mode", tags=["ui"])
+        hits = client.recall("alice", "which theme?", k=5)
+        try:
+            client.update(made.memory.id, expected_version=made.memory.version, importance=0.8)
+        except VersionConflict as exc:
+            print("re-read, it is at", exc.current_version)
+        print(client.cognitive.health("alice").overall_score)
+
+Responses are typed (frozen dataclasses; ``raw`` keeps the whole JSON), errors are typed (:class:`NotFound`,
+:class:`Forbidden`, :class:`VersionConflict` with ``current_version``, ...). Every call has a timeout. A call
+whose connection could not be made is retried; reads (get, recall, health) are also retried on timeouts,
+dropped connections and 502/503/504. Writes are not retried once sent: a versioned update that reached the
+server and lost its answer would come back as a conflict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+
+RETRY_STATUS = {502, 503, 504}
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+class EngramError(Exception):
+    """An error answer from the API (``status`` and the server's ``detail``), or no answer at all (status 0)."""
+
+    def __init__(self, status: int, detail: str, body: dict[str, Any] | None = None) -> None:
+        self.status = status
+        self.detail = detail
+        self.body = body or {}
+        super().__init__(f"{status}: {detail}" if status else detail)
+
+
+class Unauthorized(EngramError):
+    """401: missing or unknown API key."""
+
+
+class Forbidden(EngramError):
+    """403: the key is not scoped to this agent, or is not an admin key."""
+
+
+class NotFound(EngramError):
+    """404: no such memory (or agent)."""
+
+
+class VersionConflict(EngramError):
+    """409 on a stale ``expected_version``: re-read the memory (``current_version``) and retry."""
+
+    def __init__(self, status: int, detail: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(status, detail, body)
+        self.current_version: int | None = self.body.get("current_version")
+
+
+class Conflict(EngramError):
+    """409 without a version (e.g. nothing to restore)."""
+
+
+class InvalidRequest(EngramError):
+    """400 or 422: the request is malformed; ``detail`` says what is wrong. Nothing was written."""
+
+
+class ServerError(EngramError):
+    """5xx, or the server could not be reached (status 0) after the retries."""
+
+
+def _error(response: httpx.Response) -> EngramError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"detail": response.text}
+    if not isinstance(body, dict):
+        body = {"detail": str(body)}
+    detail = str(body.get("detail", response.reason_phrase))
+    status = response.status_code
+    if status == 409:
+        return (VersionConflict if body.get("current_version") is not None else Conflict)(status, detail, body)
+    kind = {401: Unauthorized, 403: Forbidden, 404: NotFound, 400: InvalidRequest, 422: InvalidRequest}.get(status)
+    return (kind or (ServerError if status >= 500 else EngramError))(status, detail, body)
+
+
+# -- models ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    agent_id: str
+    content: str
+    version: int
+    tier: str
+    kind: str
+    status: str
+    tags: tuple[str, ...]
+    importance: float | None
+    confidence: float | None
+    pinned: bool | None
+    superseded_by: str | None
+    created_at: str | None
+    updated_at: str | None
+    metadata: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Memory:
+        return cls(
+            id=data["id"],
+            agent_id=data["agent_id"],
+            content=data["content"],
+            version=int(data["version"]),
+            tier=data["tier"],
+            kind=data["kind"],
+            status=data["status"],
+            tags=tuple(data.get("tags") or ()),
+            importance=data.get("importance"),
+            confidence=data.get("confidence"),
+            pinned=data.get("pinned"),
+            superseded_by=data.get("superseded_by"),
+            created_at=data.get("created_at"),
+            updated_at=data.get("updated_at"),
+            metadata=dict(data.get("metadata") or {}),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    memory: Memory
+    outcome: str  # created | exact_duplicate | semantic_duplicate
+    score: float | None
+    contradictions: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    memory: Memory
+    score: float
+    similarity: float
+    recency: float
+
+
+@dataclass(frozen=True)
+class Deleted:
+    id: str
+    agent_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class TierDistribution:
+    hot: int
+    warm: int
+    cold: int
+    archive: int
+
+
+@dataclass(frozen=True)
+class Health:
+    agent_id: str
+    overall_score: float
+    tier_distribution: TierDistribution
+    contradiction_count: int
+    stale_count: int
+    total: int
+    report: dict[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class DecayResult:
+    agent_id: str
+    decayed_count: int
+    archived_count: int
+    pruned_count: int
+    report: dict[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ConsolidateResult:
+    agent_id: str
+    episodes_scanned: int
+    beliefs_created: int
+    procedures_created: int
+    schemas_created: int
+    archived: int
+    report: dict[str, Any] = field(repr=False, compare=False)
+
+
+# -- the client ------------------------------------------------------------------------------------------
+class EngramClient:
+    """The memory API at ``base_url``, with a bearer ``api_key`` (None when the server has no keys).
+
+    ``timeout`` is seconds per request (connect, read and write each); ``retries`` the extra attempts a
+    retryable failure gets, ``backoff`` the first pause between them (doubling). ``transport`` is passed to
+    httpx (tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self.retries = retries
+        self.backoff = backoff
+        self.cognitive = Cognitive(self)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> EngramClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, *, idempotent: bool, **kwargs: Any) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never reached the server
+                failure: EngramError = ServerError(0, f"cannot reach {self._http.base_url}: {exc}")
+            except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                if not idempotent:
+                    raise ServerError(0, f"{method} {path}: no answer ({exc}); it may or may not have applied") from exc
+                failure = ServerError(0, f"{method} {path}: no answer ({exc})")
+            else:
+                if response.is_success:
+                    return response.json()
+                failure = _error(response)
+                if not (idempotent and response.status_code in RETRY_STATUS):
+                    raise failure
+            if attempt >= self.retries:
+                raise failure
+            time.sleep(self.backoff * 2**attempt)
+            attempt += 1
+
+    def ready(self) -> bool:
+        """Whether the server answers ``/readyz`` with 200 (store open, embedder loaded)."""
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def wait_ready(self, timeout: float = 60.0, *, interval: float = 0.2) -> None:
+        """Block until :meth:`ready`; raise :class:`ServerError` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if time.monotonic() > deadline:
+                raise ServerError(0, f"{self._http.base_url} not ready after {timeout} s")
+            time.sleep(interval)
+
+    # -- memories ----------------------------------------------------------------------------------------
+    def remember(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        tier: Literal["stm", "ltm", "auto"] = "auto",
+        kind: str = "semantic",
+        tags: Sequence[str] = (),
+        source: str = "agent",
+        outcome: str | None = None,
+        pinned: bool = False,
+        importance: float | None = None,
+        confidence: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        ttl_s: int | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> RememberResult:
+        """Store a memory (an exact or near duplicate returns the existing one; see ``outcome``)."""
+        body: dict[str, Any] = {
+            "agent_id": agent_id,
+            "content": content,
+            "tier": tier,
+            "kind": kind,
+            "tags": list(tags),
+            "source": source,
+            "pinned": pinned,
+        }
+        optional = {
+            "outcome": outcome,
+            "importance": importance,
+            "confidence": confidence,
+            "metadata": metadata,
+            "ttl_s": ttl_s,
+            "vector": None if vector is None else [float(x) for x in vector],
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        data = self._call("POST", "/v1/memories", idempotent=False, json=body)
+        return RememberResult(
+            memory=Memory.from_json(data["memory"]),
+            outcome=data["outcome"],
+            score=data.get("score"),
+            contradictions=tuple(data.get("contradictions") or ()),
+        )
+
+    def get(self, memory_id: str) -> Memory:
+        """One memory by id, whatever its status (counts as an access)."""
+        return Memory.from_json(self._call("GET", f"/v1/memories/{_seg(memory_id)}", idempotent=True))
+
+    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> Memory:
+        """Change fields (``content``, ``tags``, ``importance``, ``confidence``, ``pinned``, ``kind``, ``tier``,
+        ``outcome``, ``source``, ``metadata``) if the memory is still at ``expected_version``; else
+        :class:`VersionConflict` with ``current_version``."""
+        if "tags" in changes and changes["tags"] is not None:
+            changes["tags"] = list(changes["tags"])
+        body = {"expected_version": expected_version, **changes}
+        return Memory.from_json(self._call("PATCH", f"/v1/memories/{_seg(memory_id)}", idempotent=False, json=body))
+
+    def delete(self, memory_id: str, *, expected_version: int) -> Deleted:
+        """Delete a memory still at ``expected_version`` (audited; :meth:`restore` brings it back)."""
+        data = self._call(
+            "DELETE",
+            f"/v1/memories/{_seg(memory_id)}",
+            idempotent=False,
+            params={"expected_version": expected_version},
+        )
+        return Deleted(id=data["id"], agent_id=data["agent_id"], version=int(data["version"]))
+
+    def recall(
+        self,
+        agent_id: str,
+        query: str | None = None,
+        *,
+        vector: Sequence[float] | None = None,
+        k: int = 10,
+        include_superseded: bool = False,
+        include_archived: bool = False,
+        tiers: Sequence[str] | None = None,
+        min_confidence: float | None = None,
+    ) -> list[RecallHit]:
+        """The ``k`` best memories of ``agent_id`` for a ``query`` text (or a ``vector``), best first."""
+        body: dict[str, Any] = {
+            "agent_id": agent_id,
+            "k": k,
+            "include_superseded": include_superseded,
+            "include_archived": include_archived,
+        }
+        if query is not None:
+            body["query"] = query
+        if vector is not None:
+            body["vector"] = [float(x) for x in vector]
+        if tiers is not None:
+            body["tiers"] = list(tiers)
+        if min_confidence is not None:
+            body["min_confidence"] = min_confidence
+        data = self._call("POST", "/v1/memories/recall", idempotent=True, json=body)
+        return [
+            RecallHit(
+                memory=Memory.from_json(h["memory"]), score=h["score"], similarity=h["similarity"], recency=h["recency"]
+            )
+            for h in data["data"]
+        ]
+
+    def restore(self, memory_id: str) -> Memory:
+        """Bring back a pruned, merged, superseded, archived or deleted memory (same id)."""
+        return Memory.from_json(self._call("POST", f"/v1/memories/{_seg(memory_id)}/restore", idempotent=False))
+
+
+class Cognitive:
+    """The lifecycle side: ``client.cognitive.decay / consolidate / health`` (decay and consolidate need an
+    admin key)."""
+
+    def __init__(self, client: EngramClient) -> None:
+        self._client = client
+
+    def _agent(self, agent_id: str, verb: str, method: str = "POST", **kwargs: Any) -> dict[str, Any]:
+        data = self._client._call(method, f"/v1/agents/{_seg(agent_id)}/{verb}", idempotent=method == "GET", **kwargs)
+        report: dict[str, Any] = data["report"]
+        return report
+
+    def decay(self, *, agent_id: str, confidence: bool = True) -> DecayResult:
+        """Run importance decay and (``confidence``, the default) competition-aware confidence decay now."""
+        report = self._agent(agent_id, "decay", json={"confidence": confidence})
+        return DecayResult(
+            agent_id=agent_id,
+            decayed_count=int(report["decayed_count"]),
+            archived_count=int(report["archived_count"]),
+            pruned_count=int(report.get("pruned_count", 0)),
+            report=report,
+        )
+
+    def consolidate(self, *, agent_id: str, scope: Literal["recent", "full"] = "recent") -> ConsolidateResult:
+        """Run the five-stage consolidation (episodes, beliefs, procedures, schemas, archival) now."""
+        report = self._agent(agent_id, "consolidate", json={"scope": scope})
+        return ConsolidateResult(
+            agent_id=agent_id,
+            episodes_scanned=int(report.get("episodes_scanned", 0)),
+            beliefs_created=int(report.get("beliefs_created", 0)),
+            procedures_created=int(report.get("procedures_created", 0)),
+            schemas_created=int(report.get("schemas_created", 0)),
+            archived=int(report.get("archived", 0)),
+            report=report,
+        )
+
+    def health(self, agent_id: str) -> Health:
+        """The agent's health (:class:`NotFound` for an agent with no memories)."""
+        report = self._agent(agent_id, "health", method="GET")
+        tiers = report["tier_distribution"]
+        return Health(
+            agent_id=agent_id,
+            overall_score=float(report["overall_score"]),
+            tier_distribution=TierDistribution(**{t: int(tiers.get(t, 0)) for t in ("hot", "warm", "cold", "archive")}),
+            contradiction_count=int(report["contradiction_count"]),
+            stale_count=int(report["stale_count"]),
+            total=int(report.get("total", 0)),
+            report=report,
+        )
+
+
+def _seg(value: str) -> str:
+    """One path segment, percent-encoded (ids are user input)."""
+    return quote(value, safe="")
+
+
+__all__ = [
+    "Cognitive",
+    "ConsolidateResult",
+    "Conflict",
+    "DecayResult",
+    "Deleted",
+    "EngramClient",
+    "EngramError",
+    "Forbidden",
+    "Health",
+    "InvalidRequest",
+    "Memory",
+    "NotFound",
+    "RecallHit",
+    "RememberResult",
+    "ServerError",
+    "TierDistribution",
+    "Unauthorized",
+    "VersionConflict",
+]

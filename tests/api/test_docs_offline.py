@@ -1,0 +1,91 @@
+"""``/docs`` renders offline: a real server and headless Debian chromium with every request that is not for
+127.0.0.1 aborted; the Swagger UI still shows the operations (its JS and CSS come from the server)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def test_docs_pages_reference_local_assets_only(client: TestClient) -> None:
+    for page in ("/docs", "/redoc"):
+        html = client.get(page).text
+        assert "cdn.jsdelivr.net" not in html and "fonts.googleapis.com" not in html
+    assert client.get("/docs-static/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/docs-static/swagger-ui.css").headers["content-type"].startswith("text/css")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_swagger_ui_renders_without_network(tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} not found: install it with `apt-get install -y chromium`")
+        pytest.skip(f"{CHROMIUM} not found")
+    from playwright.sync_api import sync_playwright
+
+    port = _free_port()
+    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "ENGRAM_DB_URI": str(tmp_path / "store"), "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+            time.sleep(0.2)
+
+        aborted: list[str] = []
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+
+                def only_local(route, request) -> None:  # type: ignore[no-untyped-def]
+                    if urlsplit(request.url).hostname == "127.0.0.1":
+                        route.continue_()
+                    else:
+                        aborted.append(request.url)
+                        route.abort()
+
+                page.route("**/*", only_local)
+                page.goto(f"{base}/docs")
+                page.wait_for_selector(".opblock", timeout=30_000)
+                paths = page.locator(".opblock-summary-path").all_inner_texts()
+                page.screenshot(path=str(tmp_path / "docs.png"), full_page=True)
+            finally:
+                browser.close()
+        flat = {p.replace("\u200b", "") for p in paths}
+        assert {"/v1/memories", "/v1/memories/recall", "/v1/memories/{memory_id}", "/readyz"} <= flat, flat
+        assert aborted == []  # nothing on the page even tried to leave the host
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -50,7 +50,8 @@ def test_restore_refuses_to_revert_an_edit_made_after_a_supersede(store: MemoryS
     assert strip(back) == strip(old) and back["version"] == 4
 
 
-def test_restore_refuses_to_revert_an_edit_made_after_an_archive(store: MemoryStore) -> None:
+def test_restore_refuses_to_revert_an_edit_made_after_an_archive(seed_store: MemoryStore) -> None:
+    store = seed_store  # confidence alone archives under the `seed` retention policy
     mid = store.remember("a", "User enjoys jazz", confidence=0.1).memory["id"]
     archive_faded(store, "a")
     hidden = store.get(mid, track_access=False)

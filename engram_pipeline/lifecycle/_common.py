@@ -6,14 +6,27 @@ the store's batched compare-and-set in batches ordered by id. After each batch i
 of that pass for that agent resumes after the last committed id **with the same ``now``**, so the end state
 equals that of an uninterrupted run, and rows already written are not written again (their version moved,
 and a recomputation finds nothing left to change).
+
+One run at a time per (pass, agent): :meth:`PassCursor.start` first takes a :class:`Lease` (a compare-and-set
+row in the ``cursors`` table). A second run waits for it (up to :data:`LEASE_WAIT`, then :class:`PassBusy`),
+so two runs started together never both do the work; the report's ``cursor`` says how long it waited. The
+holder renews the lease at every batch; a lease whose holder is gone (its process died on this host, or it
+expired after :data:`LEASE_TTL` without renewal) is taken over, and the cursor says so (``lease_taken_over``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -22,6 +35,126 @@ from engram_pipeline.model import Memory, utcnow
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
+
+
+LEASE_TTL = timedelta(minutes=10)  # a holder that has not renewed for this long is presumed dead
+LEASE_WAIT = timedelta(minutes=15)  # how long a second run of a pass waits for the first before PassBusy
+_POLL_S = (0.05, 1.0)  # first and longest pause between two looks at a held lease
+
+
+class PassBusy(RuntimeError):
+    """Another run of this pass holds the agent's lease and did not finish within the wait."""
+
+    def __init__(self, pass_name: str, agent_id: str, holder: dict[str, Any], waited_s: float) -> None:
+        self.pass_name, self.agent_id, self.holder = pass_name, agent_id, holder
+        super().__init__(
+            f"pass {pass_name!r} for agent {agent_id!r} is running elsewhere (pid {holder.get('pid')} on "
+            f"{holder.get('host')}, lease until {holder.get('expires_at')}); waited {waited_s:.0f} s. "
+            "Retry later; a dead holder's lease is taken over once it expires."
+        )
+
+
+class LeaseLost(RuntimeError):
+    """The lease expired and another run took it over: this run stops rather than do the work twice."""
+
+
+@dataclass
+class Lease:
+    """One holder of the (pass, agent) lease; see the module docstring."""
+
+    store: MemoryStore
+    key: str
+    holder: str  # this holder's JSON text, as stored
+    renewed: float  # time.monotonic() of the last renewal
+    ttl: timedelta
+    waited_s: float = 0.0
+    taken_over: dict[str, Any] | None = None
+
+    @classmethod
+    def acquire(
+        cls, store: MemoryStore, key: str, *, ttl: timedelta | None = None, wait: timedelta | None = None
+    ) -> Lease:
+        ttl, wait = ttl or LEASE_TTL, wait or LEASE_WAIT
+        start = time.monotonic()
+        pause = _POLL_S[0]
+        token = uuid.uuid4().hex
+        while True:
+            current = store.lease_holder(key)
+            other = json.loads(current) if current else None
+            if other is None or _holder_gone(other):
+                mine = _holder_json(token, ttl)
+                if store.swap_lease(key, current, mine):
+                    return cls(store, key, mine, time.monotonic(), ttl, time.monotonic() - start, other)
+                continue  # someone else swapped first: look again
+            waited = time.monotonic() - start
+            if waited >= wait.total_seconds():
+                name, _, agent = key.partition("/")
+                raise PassBusy(name, agent, other, waited)
+            time.sleep(pause)
+            pause = min(pause * 2, _POLL_S[1])
+
+    def renew(self) -> None:
+        """Push the expiry out (at most every quarter TTL: renewals are commits). Raises LeaseLost."""
+        if time.monotonic() - self.renewed < self.ttl.total_seconds() / 4:
+            return
+        token = json.loads(self.holder)["token"]
+        fresh = _holder_json(token, self.ttl)
+        if not self.store.swap_lease(self.key, self.holder, fresh):
+            raise LeaseLost(f"lease {self.key!r} was taken over after it expired; this run stops here")
+        self.holder, self.renewed = fresh, time.monotonic()
+
+    def release(self) -> None:
+        _release(self.store, self.key, self.holder)
+
+
+def _release(store: MemoryStore, key: str, holder: str) -> None:
+    store.swap_lease(key, holder, None)
+
+
+def _holder_json(token: str, ttl: timedelta) -> str:
+    pid = os.getpid()
+    holder = {
+        "token": token,
+        "host": socket.gethostname(),
+        "pid": pid,
+        "pid_started": _process_started(pid),
+        "thread": threading.get_ident(),
+        "expires_at": (utcnow() + ttl).isoformat(),
+    }
+    return json.dumps(holder, sort_keys=True)
+
+
+def _holder_gone(holder: dict[str, Any]) -> bool:
+    """Whether a lease holder is certainly no longer running: expired, or a dead process or thread here."""
+    if datetime.fromisoformat(holder["expires_at"]) <= utcnow():
+        return True
+    if holder.get("host") != socket.gethostname():
+        return False
+    pid = int(holder["pid"])
+    if pid == os.getpid():
+        # This process: the holder was an attempt in this thread that raised (a thread runs one pass of a
+        # kind at a time), or a thread that has ended.
+        thread = holder.get("thread")
+        return thread == threading.get_ident() or thread not in {t.ident for t in threading.enumerate()}
+    started = _process_started(pid)
+    return started is None or started != holder.get("pid_started")
+
+
+def _process_started(pid: int) -> str | None:
+    """The start time of a live (non-zombie) process, or None; tells a reused pid from the holder's."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        try:  # no procfs: whether the pid exists at all
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "unknown"
+    state, started = fields[0], fields[19]
+    return None if state in ("Z", "X") else started
 
 
 def new_run_id(pass_name: str) -> str:
@@ -46,6 +179,8 @@ class PassCursor:
     pass_name: str
     agent_id: str
     state: dict[str, Any] = field(default_factory=dict)
+    lease: Lease | None = None
+    _finalizer: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def start(
@@ -57,11 +192,17 @@ class PassCursor:
         now: datetime | None = None,
         run_id: str | None = None,
     ) -> PassCursor:
-        """Resume an unfinished run of this pass (keeping its ``now``), or begin a new one."""
-        saved = store.get_cursor(pass_name, agent_id)
+        """Take the (pass, agent) lease, then resume an unfinished run of this pass (keeping its ``now``), or
+        begin a new one. Raises :class:`PassBusy` when another run holds the lease past :data:`LEASE_WAIT`."""
+        lease = Lease.acquire(store, f"{pass_name}/{agent_id}")
+        try:
+            saved = store.get_cursor(pass_name, agent_id)
+        except BaseException:
+            lease.release()
+            raise
         if saved and not saved.get("done"):
             saved["resumed"] = int(saved.get("resumed", 0)) + 1
-            return cls(store, pass_name, agent_id, saved)
+            return cls._held(store, pass_name, agent_id, saved, lease)
         state = {
             "run_id": run_id or new_run_id(pass_name),
             "now": (now or utcnow()).isoformat(),
@@ -70,8 +211,18 @@ class PassCursor:
             "batches": 0,
             "resumed": 0,
         }
-        cursor = cls(store, pass_name, agent_id, state)
+        cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
+        return cursor
+
+    @classmethod
+    def _held(
+        cls, store: MemoryStore, pass_name: str, agent_id: str, state: dict[str, Any], lease: Lease
+    ) -> PassCursor:
+        cursor = cls(store, pass_name, agent_id, state, lease)
+        # A run that raised gives the lease back once its cursor is garbage (or the process exits); a killed
+        # process leaves it to be taken over (dead pid here, or expiry).
+        cursor._finalizer = weakref.finalize(cursor, _release_quietly, store, lease)
         return cursor
 
     @property
@@ -100,16 +251,32 @@ class PassCursor:
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
         self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+        if self.lease is not None:
+            self.lease.renew()
 
     def finish(self, **summary: Any) -> dict[str, Any]:
+        """Mark the run done, give the lease back, and return the cursor summary a report carries."""
         self.state.update(done=True, finished_at=utcnow().isoformat(), **summary)
         self.store.set_cursor(self.pass_name, self.agent_id, self.state)
-        return {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
+        out = {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
+        if self.lease is not None:
+            self._finalizer.detach()
+            self.lease.release()
+            out["lease_waited_s"] = round(self.lease.waited_s, 3)
+            if self.lease.taken_over is not None:
+                out["lease_taken_over"] = self.lease.taken_over
+            self.lease = None
+        return out
 
     @property
     def counts(self) -> dict[str, int]:
         """Counts accumulated by earlier (killed) attempts of this run, to add to this attempt's."""
         return dict(self.state.get("counts", {}))
+
+
+def _release_quietly(store: MemoryStore, lease: Lease) -> None:
+    with contextlib.suppress(Exception):  # at garbage collection or exit: else the lease expires on its own
+        _release(store, lease.key, lease.holder)
 
 
 def delete_rechecked(

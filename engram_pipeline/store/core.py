@@ -215,6 +215,17 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         )
         return rows["id"].to_pylist()
 
+    def ids_at(self, version: int, ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` exist at table ``version``."""
+        snapshot = self.db.open_table("memories")
+        snapshot.checkout(version)
+        found: list[str] = []
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            rows = snapshot.search().where(f"id IN {in_list(chunk)}").select(["id"]).limit(None).to_arrow()
+            found.extend(rows["id"].to_pylist())
+        return found
+
     # -- writes ----------------------------------------------------------------------------------------
     def remember(
         self,

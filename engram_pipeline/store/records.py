@@ -28,6 +28,7 @@ from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.sql import eq, in_list, lit
 
 # Audit actions after which ``restore`` may bring a row back.
+LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
 HIDING_ACTIONS = ("prune", "merge", "supersede", "archive", "delete")
 
 
@@ -184,6 +185,31 @@ class RecordsMixin:
                 self.cursors.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
         )
+
+    # -- leases ----------------------------------------------------------------------------------------
+    def lease_holder(self, key: str) -> str | None:
+        """The holder (JSON text) of lease ``key``, None when it is free; creates the free row on first use.
+
+        Two processes that both create the row may leave two free rows (a racing ``merge_insert`` insert can
+        duplicate a key); :meth:`swap_lease` updates every row of the key at once, so they stay identical.
+        """
+        cond = eq("key", LEASE_PREFIX + key)
+        rows = self.cursors.search().where(cond).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        if not rows:
+            row = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "cursor": None}
+            table = rows_to_table([{**row, "updated_at": utcnow()}], CURSOR_SCHEMA)
+            _with_retry(lambda: self.cursors.merge_insert("key").when_not_matched_insert_all().execute(table))
+            return self.lease_holder(key)
+        held = [r for r in rows if r is not None]
+        return held[0] if held else None
+
+    def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
+        """Compare-and-set lease ``key`` from ``expected`` (None: free) to ``holder``; True if it applied."""
+        cond = eq("key", LEASE_PREFIX + key) + (
+            " AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}"
+        )
+        result = _with_retry(lambda: self.cursors.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
+        return int(result.rows_updated) > 0
 
 
 def _plan(row: dict[str, Any]) -> dict[str, Any]:

@@ -191,12 +191,20 @@ class PassCursor:
         *,
         now: datetime | None = None,
         run_id: str | None = None,
+        scope: dict[str, Any] | None = None,
     ) -> PassCursor:
-        """Take the (pass, agent) lease, then resume an unfinished run of this pass (keeping its ``now``), or
-        begin a new one. Raises :class:`PassBusy` when another run holds the lease past :data:`LEASE_WAIT`."""
+        """Take the (pass, agent) lease, then resume an unfinished run of this pass (keeping its ``now`` and run
+        id), or begin a new one. Raises :class:`PassBusy` when another run holds the lease past :data:`LEASE_WAIT`.
+
+        ``scope`` says what the run works on (say ``{"plan_id": ...}``); it is saved before the run's first
+        commit, and an unfinished run of another scope is closed as ``abandoned_for`` instead of resumed.
+        """
         lease = Lease.acquire(store, f"{pass_name}/{agent_id}")
         try:
             saved = store.get_cursor(pass_name, agent_id)
+            if saved and not saved.get("done") and scope is not None and saved.get("scope") != scope:
+                store.set_cursor(pass_name, agent_id, {**saved, "done": True, "abandoned_for": scope})
+                saved = None
         except BaseException:
             lease.release()
             raise
@@ -204,6 +212,7 @@ class PassCursor:
             saved["resumed"] = int(saved.get("resumed", 0)) + 1
             return cls._held(store, pass_name, agent_id, saved, lease)
         state = {
+            "scope": scope,
             "run_id": run_id or new_run_id(pass_name),
             "now": (now or utcnow()).isoformat(),
             "after": None,

@@ -102,14 +102,25 @@ class RecordsMixin:
         return self.audit.search().where(where).limit(None).to_arrow()
 
     # -- links -----------------------------------------------------------------------------------------
-    def add_links(self, links: Sequence[dict[str, Any]], *, run_id: str | None = None) -> None:
-        """Append links (``agent_id``, ``src_id``, ``dst_id``, ``rel``, ``score``) in one commit."""
+    def add_links(self, links: Sequence[dict[str, Any]], *, run_id: str | None = None, keyed: bool = False) -> None:
+        """Append links (``agent_id``, ``src_id``, ``dst_id``, ``rel``, ``score``) in one commit.
+
+        ``keyed``: a link whose (``src_id``, ``dst_id``, ``rel``) is already stored is not added again, so a
+        resumed pass that repeats a batch does not duplicate its links.
+        """
+        if keyed and links:
+            have = {(r["src_id"], r["dst_id"], r["rel"]) for r in self.links_of([link["src_id"] for link in links])}
+            links = [link for link in links if (link["src_id"], link["dst_id"], link["rel"]) not in have]
         if not links:
             return
         now = utcnow()
         rows = [{"created_at": now, "run_id": run_id, **link} for link in links]
         table = rows_to_table(rows, LINK_SCHEMA)
-        _with_retry(lambda: self.links.add(table))
+        if keyed:
+            on = ["src_id", "dst_id", "rel"]
+            _with_retry(lambda: self.links.merge_insert(on).when_not_matched_insert_all().execute(table))
+        else:
+            _with_retry(lambda: self.links.add(table))
 
     def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[dict[str, Any]]:
         ids = list(memory_ids)

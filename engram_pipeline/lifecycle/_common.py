@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.model import Memory, utcnow
+from engram_pipeline.store.sql import lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -219,6 +220,7 @@ class PassCursor:
             "done": False,
             "batches": 0,
             "resumed": 0,
+            "memories_version": store.memories.version,
         }
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
@@ -256,6 +258,7 @@ class PassCursor:
         """Record that every id up to ``last_id`` is done (call after the batch's commit)."""
         self.state["after"] = last_id
         self.state["batches"] = int(self.state.get("batches", 0)) + 1
+        self.state["memories_version"] = self.store.memories.version
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
@@ -276,6 +279,24 @@ class PassCursor:
                 out["lease_taken_over"] = self.lease.taken_over
             self.lease = None
         return out
+
+    def unrecorded(self, columns: list[str]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+        """On a resumed run, what a killed attempt may have written without recording it: the agent's rows
+        after the cursor (``columns``, plus ``id``) as they were when its last recorded batch ended, and as they
+        are now. None on a run that was not resumed, or when that table version is no longer kept."""
+        version = self.state.get("memories_version")
+        if not self.state.get("resumed") or version is None:
+            return None
+        where = None if self.after is None else f"id > {lit(self.after)}"
+        cols = list(dict.fromkeys(["id", *columns]))
+        try:
+            then = self.store.scan(self.agent_id, columns=cols, where=where, version=int(version))
+        except Exception:  # cleaned up by maintenance since: the counts of that attempt are lost
+            return None
+        before = pl.from_arrow(then)
+        now = agent_frame(self.store, self.agent_id, cols, where=where)
+        assert isinstance(before, pl.DataFrame)
+        return before, now
 
     @property
     def counts(self) -> dict[str, int]:

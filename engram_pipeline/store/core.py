@@ -165,10 +165,17 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             out.extend(q.limit(None).to_arrow().to_pylist())
         return out
 
-    def scan(self, agent_id: str, *, columns: list[str] | None = None, where: str | None = None) -> pa.Table:
-        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted)."""
+    def scan(
+        self, agent_id: str, *, columns: list[str] | None = None, where: str | None = None, version: int | None = None
+    ) -> pa.Table:
+        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted), as of table
+        ``version`` if given (time travel: it must not have been cleaned up yet)."""
         cond = eq("agent_id", agent_id) + (f" AND ({where})" if where else "")
-        q = self.memories.search().where(cond)
+        table = self.memories
+        if version is not None:
+            table = self.db.open_table("memories")
+            table.checkout(version)
+        q = table.search().where(cond)
         if columns:
             q = q.select(columns)
         return q.limit(None).to_arrow()

@@ -95,6 +95,16 @@ class RecordsMixin:
         event = events[-1]
         return row_from_json(event["before"], self.memory_schema), event
 
+    def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
+        """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
+        found: set[str] = set()
+        for start in range(0, len(memory_ids), 1000):
+            chunk = memory_ids[start : start + 1000]
+            where = f"memory_id IN {in_list(chunk)} AND {eq('action', action)} AND {eq('run_id', run_id)}"
+            rows = self.audit.search().where(where).select(["memory_id"]).limit(None).to_arrow()
+            found.update(rows["memory_id"].to_pylist())
+        return found
+
     def audit_for_agent(self, agent_id: str, *, actions: Iterable[str] | None = None) -> pa.Table:
         where = eq("agent_id", agent_id)
         if actions is not None:

@@ -139,9 +139,9 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         report = [
             {"id": r.memory["id"], "outcome": r.outcome} for r in (store.remember(agent, c) for c in contents)
         ]  # fmt: skip
-    elif command == "write":  # compare-and-set writes on every row of the agent for SECONDS
-        agent, seconds = rest
-        report = _write_loop(store, agent, float(seconds))
+    elif command == "write":  # compare-and-set writes on SAMPLE random rows of the agent for SECONDS
+        agent, seconds, sample = rest
+        report = _write_loop(store, agent, float(seconds), int(sample))
     elif command == "maintain":
         report = store.maintain()
     else:
@@ -150,12 +150,16 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
     return json.dumps({**data, "ticks": ticks[0]} if isinstance(data, dict) else data)
 
 
-def _write_loop(store: Any, agent: str, seconds: float) -> dict[str, int]:
+def _write_loop(store: Any, agent: str, seconds: float, sample: int) -> dict[str, int]:
     """Batched CAS writes bumping ``reinforcement_count`` (one commit each), as a busy pass would."""
+    import random
+
+    rng = random.Random(os.getpid())
     applied = commits = 0
+    ids = store.scan(agent, columns=["id"])["id"].to_pylist()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        rows = store.scan(agent, columns=["id", "version", "reinforcement_count"]).to_pylist()
+        rows = store.get_many(rng.sample(ids, min(sample, len(ids))), columns=["id", "version", "reinforcement_count"])
         changes = [
             {"id": r["id"], "version": r["version"], "reinforcement_count": (r["reinforcement_count"] or 0) + 1}
             for r in rows

@@ -10,7 +10,7 @@ and a recomputation finds nothing left to change).
 One run at a time per (pass, agent): :meth:`PassCursor.start` first takes a :class:`Lease` (a compare-and-set
 row in the ``cursors`` table). A second run waits for it (up to :data:`LEASE_WAIT`, then :class:`PassBusy`),
 so two runs started together never both do the work; the report's ``cursor`` says how long it waited. The
-holder renews the lease at every batch; a lease whose holder is gone (its process died on this host, or it
+holder renews the lease from a daemon thread; a lease whose holder is gone (its process died on this host, or it
 expired after :data:`LEASE_TTL` without renewal) is taken over, and the cursor says so (``lease_taken_over``).
 """
 
@@ -61,15 +61,18 @@ class LeaseLost(RuntimeError):
 
 @dataclass
 class Lease:
-    """One holder of the (pass, agent) lease; see the module docstring."""
+    """One holder of the (pass, agent) lease; see the module docstring. A daemon thread renews it every quarter
+    :data:`LEASE_TTL` while it is held, so a long batch keeps it and a killed process lets it expire."""
 
     store: MemoryStore
     key: str
     holder: str  # this holder's JSON text, as stored
-    renewed: float  # time.monotonic() of the last renewal
     ttl: timedelta
     waited_s: float = 0.0
     taken_over: dict[str, Any] | None = None
+    lost: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False, compare=False)
 
     @classmethod
     def acquire(
@@ -85,7 +88,9 @@ class Lease:
             if other is None or _holder_gone(other):
                 mine = _holder_json(token, ttl)
                 if store.swap_lease(key, current, mine):
-                    return cls(store, key, mine, time.monotonic(), ttl, time.monotonic() - start, other)
+                    lease = cls(store, key, mine, ttl, time.monotonic() - start, other)
+                    threading.Thread(target=lease._beat, name=f"lease {key}", daemon=True).start()
+                    return lease
                 continue  # someone else swapped first: look again
             waited = time.monotonic() - start
             if waited >= wait.total_seconds():
@@ -94,22 +99,31 @@ class Lease:
             time.sleep(pause)
             pause = min(pause * 2, _POLL_S[1])
 
-    def renew(self) -> None:
-        """Push the expiry out (at most every quarter TTL: renewals are commits). Raises LeaseLost."""
-        if time.monotonic() - self.renewed < self.ttl.total_seconds() / 4:
-            return
-        token = json.loads(self.holder)["token"]
-        fresh = _holder_json(token, self.ttl)
-        if not self.store.swap_lease(self.key, self.holder, fresh):
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` if the lease expired and another run took it over."""
+        if self.lost:
             raise LeaseLost(f"lease {self.key!r} was taken over after it expired; this run stops here")
-        self.holder, self.renewed = fresh, time.monotonic()
 
     def release(self) -> None:
-        _release(self.store, self.key, self.holder)
+        self._stop.set()
+        with self._lock:
+            self.store.swap_lease(self.key, self.holder, None)
 
-
-def _release(store: MemoryStore, key: str, holder: str) -> None:
-    store.swap_lease(key, holder, None)
+    def _beat(self) -> None:
+        while not self._stop.wait(self.ttl.total_seconds() / 4):
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                fresh = json.loads(self.holder) | {"expires_at": (utcnow() + self.ttl).isoformat()}
+                text = json.dumps(fresh, sort_keys=True)
+                try:
+                    renewed = self.store.swap_lease(self.key, self.holder, text)
+                except Exception:  # the store is unreachable for now: try again at the next beat
+                    continue
+                if not renewed:
+                    self.lost = True
+                    return
+                self.holder = text
 
 
 def _holder_json(token: str, ttl: timedelta) -> str:
@@ -262,9 +276,9 @@ class PassCursor:
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
-        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
         if self.lease is not None:
-            self.lease.renew()
+            self.lease.check()
+        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
 
     def finish(self, **summary: Any) -> dict[str, Any]:
         """Mark the run done, give the lease back, and return the cursor summary a report carries."""
@@ -306,7 +320,7 @@ class PassCursor:
 
 def _release_quietly(store: MemoryStore, lease: Lease) -> None:
     with contextlib.suppress(Exception):  # at garbage collection or exit: else the lease expires on its own
-        _release(store, lease.key, lease.holder)
+        lease.release()
 
 
 def delete_rechecked(

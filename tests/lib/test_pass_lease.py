@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -102,3 +104,28 @@ def test_a_run_that_raised_does_not_block_the_next(store_uri: str, settings: Set
     again = PassCursor.start(store, "ltm_decay", "a")
     assert again.state["resumed"] == 1 and again.after == "0"
     again.finish()
+
+
+def test_a_long_batch_keeps_its_lease_past_the_ttl(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_common, "LEASE_TTL", timedelta(seconds=0.4))
+    monkeypatch.setattr(_common, "LEASE_WAIT", timedelta(seconds=0.3))
+    cursor = PassCursor.start(store, "ltm_decay", "a", now=NOW)
+    time.sleep(1.2)  # three TTLs without an advance: the heartbeat renewed it
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            PassCursor.start(store, "ltm_decay", "a")
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=second)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], PassBusy)
+    cursor.advance("x")  # still ours
+    cursor.finish()
+    t = threading.Thread(target=second)
+    t.start()
+    t.join()
+    assert len(errors) == 1  # free now: the second thread got it

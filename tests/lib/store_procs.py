@@ -142,6 +142,10 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
     elif command == "write":  # compare-and-set writes on SAMPLE random rows of the agent for SECONDS
         agent, seconds, sample = rest
         report = _write_loop(store, agent, float(seconds), int(sample))
+    elif command == "delete":  # one audited compare-and-set delete of the rows at version 1
+        run_id, *ids = rest
+        result = store.cas_delete({i: 1 for i in ids}, actor="test", action="prune", run_id=run_id)
+        report = {"applied": list(result.applied), "skipped": list(result.skipped_concurrent_edit)}
     elif command == "maintain":
         report = store.maintain()
     else:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from store_procs import run_all, spawn
+from store_procs import fork_worker, run_all, spawn
 
 from engram_pipeline.lifecycle import _common
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor
@@ -129,3 +129,26 @@ def test_a_long_batch_keeps_its_lease_past_the_ttl(store: MemoryStore, monkeypat
     t.start()
     t.join()
     assert len(errors) == 1  # free now: the second thread got it
+
+
+def test_racing_deletes_of_the_same_rows_claim_and_audit_each_once(
+    store: MemoryStore, store_uri: str, tmp_path: Path
+) -> None:
+    """Two runs of different passes may still delete the same rows at once: each row is claimed, and its
+    pre-image audited, by the one whose commit removed it (both used to count it and keep an event)."""
+    _seed(store, 30)
+    ids = store.scan("a", columns=["id"])["id"].to_pylist()
+    go = tmp_path / "go"
+    outs = [tmp_path / f"d{k}.json" for k in range(3)]
+    procs = [
+        fork_worker("delete", store_uri, f"run-{k}", *ids, env={"ENGRAM_TEST_GO": str(go), "ENGRAM_TEST_OUT": str(o)})
+        for k, o in enumerate(outs)
+    ]
+    go.touch()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    applied = [i for o in outs for i in json.loads(o.read_text())["applied"]]
+    assert sorted(applied) == sorted(ids)
+    events = store.audit_for_agent("a", actions=["prune"]).to_pylist()
+    assert sorted(e["memory_id"] for e in events) == sorted(ids)

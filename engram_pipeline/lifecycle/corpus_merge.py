@@ -207,6 +207,10 @@ def apply_corpus_merge(
     plan_id = str(plan["plan_id"])
     if plan["status"] == "applied":
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
+    saved = store.get_cursor(APPLY_PASS, agent_id) or {}
+    if run_id is None and saved.get("done") and saved.get("scope") == {"plan_id": plan_id}:
+        # killed after finishing its cursor, before marking the plan applied: the same run, with its id
+        run_id, now = saved["run_id"], datetime.fromisoformat(saved["now"])
     cursor = PassCursor.start(store, APPLY_PASS, agent_id, now=now, run_id=run_id, scope={"plan_id": plan_id})
     cursor.state["plan_id"] = plan_id
     fresh = store.get_plan(plan_id)  # a run we waited for may have applied it meanwhile

@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -76,8 +77,17 @@ class Lease:
 
     @classmethod
     def acquire(
-        cls, store: MemoryStore, key: str, *, ttl: timedelta | None = None, wait: timedelta | None = None
+        cls,
+        store: MemoryStore,
+        key: str,
+        *,
+        ttl: timedelta | None = None,
+        wait: timedelta | None = None,
+        owner: Any = None,
     ) -> Lease:
+        """Take the lease, waiting for a live holder. ``owner`` is the frame of the pass that takes it: the
+        heartbeat renews the lease only while that frame is still running in this thread, so a pass that
+        raised gives it back within a quarter TTL even when something keeps its traceback alive."""
         ttl, wait = ttl or LEASE_TTL, wait or LEASE_WAIT
         start = time.monotonic()
         pause = _POLL_S[0]
@@ -89,7 +99,8 @@ class Lease:
                 mine = _holder_json(token, ttl)
                 if store.swap_lease(key, current, mine):
                     lease = cls(store, key, mine, ttl, time.monotonic() - start, other)
-                    threading.Thread(target=lease._beat, name=f"lease {key}", daemon=True).start()
+                    running = _running_check(owner)
+                    threading.Thread(target=lease._beat, args=(running,), name=f"lease {key}", daemon=True).start()
                     return lease
                 continue  # someone else swapped first: look again
             waited = time.monotonic() - start
@@ -109,8 +120,13 @@ class Lease:
         with self._lock:
             self.store.swap_lease(self.key, self.holder, None)
 
-    def _beat(self) -> None:
+    def _beat(self, running: Callable[[], bool]) -> None:
         while not self._stop.wait(self.ttl.total_seconds() / 4):
+            if not running():  # the pass returned or raised without finishing: give the lease back
+                self.lost = True
+                with contextlib.suppress(Exception):
+                    self.release()
+                return
             with self._lock:
                 if self._stop.is_set():
                     return
@@ -124,6 +140,24 @@ class Lease:
                     self.lost = True
                     return
                 self.holder = text
+
+
+def _running_check(owner: Any) -> Callable[[], bool]:
+    """A test of whether frame ``owner`` is still on the stack of the thread calling this (always true
+    without a frame). Only its id and code are kept: a reference to it would keep the pass's locals alive."""
+    if owner is None:
+        return lambda: True
+    thread, frame_id, code = threading.get_ident(), id(owner), owner.f_code
+
+    def running() -> bool:
+        frame = sys._current_frames().get(thread)
+        while frame is not None:
+            if id(frame) == frame_id and frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
+    return running
 
 
 def _holder_json(token: str, ttl: timedelta) -> str:
@@ -213,8 +247,9 @@ class PassCursor:
 
         ``scope`` says what the run works on (say ``{"plan_id": ...}``); it is saved before the run's first
         commit, and an unfinished run of another scope is closed as ``abandoned_for`` instead of resumed.
+        Call it from the pass function itself: the lease is held while that function runs (see :class:`Lease`).
         """
-        lease = Lease.acquire(store, f"{pass_name}/{agent_id}")
+        lease = Lease.acquire(store, f"{pass_name}/{agent_id}", owner=sys._getframe(1))
         try:
             saved = store.get_cursor(pass_name, agent_id)
             if saved and not saved.get("done") and scope is not None and saved.get("scope") != scope:

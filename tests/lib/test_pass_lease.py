@@ -152,3 +152,23 @@ def test_racing_deletes_of_the_same_rows_claim_and_audit_each_once(
     assert sorted(applied) == sorted(ids)
     events = store.audit_for_agent("a", actions=["prune"]).to_pylist()
     assert sorted(e["memory_id"] for e in events) == sorted(ids)
+
+
+def test_a_run_that_raised_gives_the_lease_back_even_if_its_traceback_lives(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "LEASE_TTL", timedelta(seconds=0.4))
+    kept: list[BaseException] = []
+
+    def failing_pass() -> None:
+        cursor = PassCursor.start(store, "ltm_decay", "a", now=NOW)
+        raise RuntimeError(f"boom in {cursor.run_id}")
+
+    try:
+        failing_pass()
+    except RuntimeError as exc:
+        kept.append(exc)  # its traceback keeps the cursor alive, as an error report might
+    assert store.lease_holder("ltm_decay/a") is not None
+    time.sleep(0.5)  # the heartbeat's next beat finds the pass gone
+    assert store.lease_holder("ltm_decay/a") is None
+    assert kept[0].__traceback__ is not None

@@ -8,202 +8,33 @@ equals that of an uninterrupted run, and rows already written are not written ag
 and a recomputation finds nothing left to change).
 
 One run at a time per (pass, agent): :meth:`PassCursor.start` first takes a :class:`Lease` (a compare-and-set
-row in the ``cursors`` table). A second run waits for it (up to :data:`LEASE_WAIT`, then :class:`PassBusy`),
-so two runs started together never both do the work; the report's ``cursor`` says how long it waited. The
-holder renews the lease from a daemon thread; a lease whose holder is gone (its process died on this host, or it
-expired after :data:`LEASE_TTL` without renewal) is taken over, and the cursor says so (``lease_taken_over``).
+row in the ``cursors`` table, see :mod:`engram_pipeline.lifecycle._lease`). A second run waits for it (up to
+``LEASE_WAIT``, then :class:`PassBusy`), so two runs started together never both do the work; the report's
+``cursor`` says how long it waited. The holder renews the lease from a daemon thread while its pass runs; a
+lease whose holder is gone (its process died on this host, or it expired after ``LEASE_TTL`` without renewal)
+is taken over, and the cursor says so (``lease_taken_over``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import socket
 import sys
-import threading
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy
 from engram_pipeline.model import Memory, utcnow
 from engram_pipeline.store.sql import lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-
-LEASE_TTL = timedelta(minutes=10)  # a holder that has not renewed for this long is presumed dead
-LEASE_WAIT = timedelta(minutes=15)  # how long a second run of a pass waits for the first before PassBusy
-_POLL_S = (0.05, 1.0)  # first and longest pause between two looks at a held lease
-
-
-class PassBusy(RuntimeError):
-    """Another run of this pass holds the agent's lease and did not finish within the wait."""
-
-    def __init__(self, pass_name: str, agent_id: str, holder: dict[str, Any], waited_s: float) -> None:
-        self.pass_name, self.agent_id, self.holder = pass_name, agent_id, holder
-        super().__init__(
-            f"pass {pass_name!r} for agent {agent_id!r} is running elsewhere (pid {holder.get('pid')} on "
-            f"{holder.get('host')}, lease until {holder.get('expires_at')}); waited {waited_s:.0f} s. "
-            "Retry later; a dead holder's lease is taken over once it expires."
-        )
-
-
-class LeaseLost(RuntimeError):
-    """The lease expired and another run took it over: this run stops rather than do the work twice."""
-
-
-@dataclass
-class Lease:
-    """One holder of the (pass, agent) lease; see the module docstring. A daemon thread renews it every quarter
-    :data:`LEASE_TTL` while it is held, so a long batch keeps it and a killed process lets it expire."""
-
-    store: MemoryStore
-    key: str
-    holder: str  # this holder's JSON text, as stored
-    ttl: timedelta
-    waited_s: float = 0.0
-    taken_over: dict[str, Any] | None = None
-    lost: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
-    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False, compare=False)
-
-    @classmethod
-    def acquire(
-        cls,
-        store: MemoryStore,
-        key: str,
-        *,
-        ttl: timedelta | None = None,
-        wait: timedelta | None = None,
-        owner: Any = None,
-    ) -> Lease:
-        """Take the lease, waiting for a live holder. ``owner`` is the frame of the pass that takes it: the
-        heartbeat renews the lease only while that frame is still running in this thread, so a pass that
-        raised gives it back within a quarter TTL even when something keeps its traceback alive."""
-        ttl, wait = ttl or LEASE_TTL, wait or LEASE_WAIT
-        start = time.monotonic()
-        pause = _POLL_S[0]
-        token = uuid.uuid4().hex
-        while True:
-            current = store.lease_holder(key)
-            other = json.loads(current) if current else None
-            if other is None or _holder_gone(other):
-                mine = _holder_json(token, ttl)
-                if store.swap_lease(key, current, mine):
-                    lease = cls(store, key, mine, ttl, time.monotonic() - start, other)
-                    running = _running_check(owner)
-                    threading.Thread(target=lease._beat, args=(running,), name=f"lease {key}", daemon=True).start()
-                    return lease
-                continue  # someone else swapped first: look again
-            waited = time.monotonic() - start
-            if waited >= wait.total_seconds():
-                name, _, agent = key.partition("/")
-                raise PassBusy(name, agent, other, waited)
-            time.sleep(pause)
-            pause = min(pause * 2, _POLL_S[1])
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLost` if the lease expired and another run took it over."""
-        if self.lost:
-            raise LeaseLost(f"lease {self.key!r} was taken over after it expired; this run stops here")
-
-    def release(self) -> None:
-        self._stop.set()
-        with self._lock:
-            self.store.swap_lease(self.key, self.holder, None)
-
-    def _beat(self, running: Callable[[], bool]) -> None:
-        while not self._stop.wait(self.ttl.total_seconds() / 4):
-            if not running():  # the pass returned or raised without finishing: give the lease back
-                self.lost = True
-                with contextlib.suppress(Exception):
-                    self.release()
-                return
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                fresh = json.loads(self.holder) | {"expires_at": (utcnow() + self.ttl).isoformat()}
-                text = json.dumps(fresh, sort_keys=True)
-                try:
-                    renewed = self.store.swap_lease(self.key, self.holder, text)
-                except Exception:  # the store is unreachable for now: try again at the next beat
-                    continue
-                if not renewed:
-                    self.lost = True
-                    return
-                self.holder = text
-
-
-def _running_check(owner: Any) -> Callable[[], bool]:
-    """A test of whether frame ``owner`` is still on the stack of the thread calling this (always true
-    without a frame). Only its id and code are kept: a reference to it would keep the pass's locals alive."""
-    if owner is None:
-        return lambda: True
-    thread, frame_id, code = threading.get_ident(), id(owner), owner.f_code
-
-    def running() -> bool:
-        frame = sys._current_frames().get(thread)
-        while frame is not None:
-            if id(frame) == frame_id and frame.f_code is code:
-                return True
-            frame = frame.f_back
-        return False
-
-    return running
-
-
-def _holder_json(token: str, ttl: timedelta) -> str:
-    pid = os.getpid()
-    holder = {
-        "token": token,
-        "host": socket.gethostname(),
-        "pid": pid,
-        "pid_started": _process_started(pid),
-        "thread": threading.get_ident(),
-        "expires_at": (utcnow() + ttl).isoformat(),
-    }
-    return json.dumps(holder, sort_keys=True)
-
-
-def _holder_gone(holder: dict[str, Any]) -> bool:
-    """Whether a lease holder is certainly no longer running: expired, or a dead process or thread here."""
-    if datetime.fromisoformat(holder["expires_at"]) <= utcnow():
-        return True
-    if holder.get("host") != socket.gethostname():
-        return False
-    pid = int(holder["pid"])
-    if pid == os.getpid():
-        # This process: the holder was an attempt in this thread that raised (a thread runs one pass of a
-        # kind at a time), or a thread that has ended.
-        thread = holder.get("thread")
-        return thread == threading.get_ident() or thread not in {t.ident for t in threading.enumerate()}
-    started = _process_started(pid)
-    return started is None or started != holder.get("pid_started")
-
-
-def _process_started(pid: int) -> str | None:
-    """The start time of a live (non-zombie) process, or None; tells a reused pid from the holder's."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        try:  # no procfs: whether the pid exists at all
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "unknown"
-    state, started = fields[0], fields[19]
-    return None if state in ("Z", "X") else started
+__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "delete_rechecked", "new_run_id"]
 
 
 def new_run_id(pass_name: str) -> str:
@@ -243,7 +74,7 @@ class PassCursor:
         scope: dict[str, Any] | None = None,
     ) -> PassCursor:
         """Take the (pass, agent) lease, then resume an unfinished run of this pass (keeping its ``now`` and run
-        id), or begin a new one. Raises :class:`PassBusy` when another run holds the lease past :data:`LEASE_WAIT`.
+        id), or begin a new one. Raises :class:`PassBusy` when another run holds the lease past ``LEASE_WAIT``.
 
         ``scope`` says what the run works on (say ``{"plan_id": ...}``); it is saved before the run's first
         commit, and an unfinished run of another scope is closed as ``abandoned_for`` instead of resumed.
@@ -280,9 +111,9 @@ class PassCursor:
         cls, store: MemoryStore, pass_name: str, agent_id: str, state: dict[str, Any], lease: Lease
     ) -> PassCursor:
         cursor = cls(store, pass_name, agent_id, state, lease)
-        # A run that raised gives the lease back once its cursor is garbage (or the process exits); a killed
-        # process leaves it to be taken over (dead pid here, or expiry).
-        cursor._finalizer = weakref.finalize(cursor, _release_quietly, store, lease)
+        # A run that raised gives the lease back (through its heartbeat) once its cursor is garbage or its pass
+        # frame has left the stack; a killed process leaves it to be taken over (dead pid here, or expiry).
+        cursor._finalizer = weakref.finalize(cursor, lease.abandon)
         return cursor
 
     @property
@@ -351,11 +182,6 @@ class PassCursor:
     def counts(self) -> dict[str, int]:
         """Counts accumulated by earlier (killed) attempts of this run, to add to this attempt's."""
         return dict(self.state.get("counts", {}))
-
-
-def _release_quietly(store: MemoryStore, lease: Lease) -> None:
-    with contextlib.suppress(Exception):  # at garbage collection or exit: else the lease expires on its own
-        lease.release()
 
 
 def delete_rechecked(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from store_procs import fork_worker, run_all, spawn
 
-from engram_pipeline.lifecycle import _common
+from engram_pipeline.lifecycle import _lease
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -77,11 +77,11 @@ def test_a_live_holder_makes_the_second_run_wait_then_fail_clearly(
 ) -> None:
     # a holder in another (live) process: this test's parent process stands in for it
     live = {"token": "x", "host": socket.gethostname(), "pid": os.getppid(), "thread": 1,
-            "pid_started": _common._process_started(os.getppid()),
+            "pid_started": _lease._process_started(os.getppid()),
             "expires_at": (datetime.now(UTC) + timedelta(minutes=5)).isoformat()}  # fmt: skip
     store.lease_holder("ltm_decay/a")
     assert store.swap_lease("ltm_decay/a", None, json.dumps(live, sort_keys=True))
-    monkeypatch.setattr(_common, "LEASE_WAIT", timedelta(seconds=0.3))
+    monkeypatch.setattr(_lease, "LEASE_WAIT", timedelta(seconds=0.3))
     with pytest.raises(PassBusy, match="running elsewhere"):
         PassCursor.start(store, "ltm_decay", "a")
     assert store.get_cursor("ltm_decay", "a") is None  # nothing started
@@ -98,17 +98,20 @@ def test_a_run_that_raised_does_not_block_the_next(store_uri: str, settings: Set
 
     with pytest.raises(RuntimeError, match="boom"):
         failing()
-    gc.collect()
-    other_thread_view = MemoryStore.open(store_uri, settings=settings)
-    assert other_thread_view.lease_holder("ltm_decay/a") is None  # released once the cursor was garbage
+    gc.collect()  # the cursor is garbage: its heartbeat gives the lease back
+    other = MemoryStore.open(store_uri, settings=settings)
+    deadline = time.monotonic() + 10
+    while other.lease_holder("ltm_decay/a") is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert other.lease_holder("ltm_decay/a") is None
     again = PassCursor.start(store, "ltm_decay", "a")
     assert again.state["resumed"] == 1 and again.after == "0"
     again.finish()
 
 
 def test_a_long_batch_keeps_its_lease_past_the_ttl(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_common, "LEASE_TTL", timedelta(seconds=0.4))
-    monkeypatch.setattr(_common, "LEASE_WAIT", timedelta(seconds=0.3))
+    monkeypatch.setattr(_lease, "LEASE_TTL", timedelta(seconds=0.4))
+    monkeypatch.setattr(_lease, "LEASE_WAIT", timedelta(seconds=0.3))
     cursor = PassCursor.start(store, "ltm_decay", "a", now=NOW)
     time.sleep(1.2)  # three TTLs without an advance: the heartbeat renewed it
     errors: list[BaseException] = []
@@ -157,7 +160,7 @@ def test_racing_deletes_of_the_same_rows_claim_and_audit_each_once(
 def test_a_run_that_raised_gives_the_lease_back_even_if_its_traceback_lives(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_common, "LEASE_TTL", timedelta(seconds=0.4))
+    monkeypatch.setattr(_lease, "LEASE_TTL", timedelta(seconds=0.4))
     kept: list[BaseException] = []
 
     def failing_pass() -> None:

@@ -19,8 +19,9 @@ Two steps, so that a person can review what will be hidden before it is:
    merged members' tags and a ``merged_from`` note; each member becomes ``superseded`` with ``superseded_by``,
    a ``merged`` note (canonical, reason, similarity, time, plan) and a ``duplicate-of`` link to the canonical,
    its pre-image audited with actor ``corpus_consolidation`` so that ``restore`` brings it back. Writes are one
-   compare-and-set for the canonicals and one for the members per batch of clusters; the plan is then marked
-   applied, and applying it again changes nothing.
+   compare-and-set for the canonicals and one for the members per batch of clusters, then one commit for the
+   links; the plan is then marked applied, and applying it again changes nothing. A killed apply resumes (same
+   run id, same ``now``) from what the store holds, row by row, and reports the whole run.
 
 The shells (HTTP, MCP, CLI, Dagster) apply only a plan named by its id (or, on the CLI and in Dagster, the
 agent's only pending plan: with several pending, which one was reviewed is the caller's to say), and only for
@@ -31,6 +32,7 @@ trusted library code and tests, and no shell calls it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -102,7 +104,8 @@ def consolidate_corpus(
         plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
     state = cursor.finish(plan_id=plan_id, clusters=len(clusters))
     if not dry_run:
-        return dataclasses.replace(apply_corpus_merge(store, agent_id, plan_id, run_id=cursor.run_id), scanned=scanned)
+        applied = apply_corpus_merge(store, agent_id, plan_id, now=cursor.now, run_id=cursor.run_id)
+        return dataclasses.replace(applied, scanned=scanned)
     return CorpusMergeReport(
         scanned=scanned,
         clusters=len(clusters),
@@ -188,6 +191,7 @@ def apply_corpus_merge(
     agent_id: str,
     plan_id: str | None = None,
     *,
+    now: datetime | None = None,
     run_id: str | None = None,
     batch_size: int = BATCH_CLUSTERS,
 ) -> CorpusMergeReport:
@@ -196,31 +200,41 @@ def apply_corpus_merge(
     Raises :class:`PlanNotFound` (a ``LookupError``) for an unknown plan id, ``InvalidInput`` (a
     ``ValueError``) for a plan of another agent, and for no ``plan_id`` while several plans are pending. With
     no pending plan, or a plan already applied, nothing is written and the report counts zeros.
+
+    Resumable and idempotent per row: the cursor (with the plan id, ``now`` and run id) is saved before the first
+    commit, and a resumed run judges every row by what the store holds (a member already ``superseded_by`` its
+    canonical for this plan is done; its missing link is written), so a run killed anywhere ends, once resumed,
+    in the state and the counts of an uninterrupted run.
     """
     plan = plan_to_apply(store, agent_id, plan_id)
     if plan is None:
         return CorpusMergeReport(0, 0, 0, 0, {"pending_plan": None}, False, (), None)
     plan_id = str(plan["plan_id"])
-    clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
     if plan["status"] == "applied":
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
-    saved = store.get_cursor(APPLY_PASS, agent_id)
-    if saved and not saved.get("done") and saved.get("plan_id") != plan_id:
-        store.set_cursor(APPLY_PASS, agent_id, {**saved, "done": True, "abandoned_for": plan_id})
-    cursor = PassCursor.start(store, APPLY_PASS, agent_id, run_id=run_id)
+    saved = store.get_cursor(APPLY_PASS, agent_id) or {}
+    if run_id is None and saved.get("done") and saved.get("scope") == {"plan_id": plan_id}:
+        # killed after finishing its cursor, before marking the plan applied: the same run, with its id
+        run_id, now = saved["run_id"], datetime.fromisoformat(saved["now"])
+    cursor = PassCursor.start(store, APPLY_PASS, agent_id, now=now, run_id=run_id, scope={"plan_id": plan_id})
     cursor.state["plan_id"] = plan_id
+    fresh = store.get_plan(plan_id)  # a run we waited for may have applied it meanwhile
+    if fresh is not None and fresh["status"] == "applied":
+        cursor.finish(abandoned_for={"already_applied": plan_id})
+        return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
+    clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
     outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
     for batch in cursor.batches(sorted(clusters), batch_size):
-        counts = _apply_batch(store, [clusters[c] for c in batch], plan_id, cursor, outcome)
+        _apply_batch(store, [clusters[c] for c in batch], plan_id, cursor, outcome)
         cursor.state["outcome"] = outcome
-        cursor.advance(batch[-1], **counts)
-    totals = cursor.counts
+        cursor.advance(batch[-1])
+    totals = _totals(clusters.values(), outcome)
     state = cursor.finish()
     report = CorpusMergeReport(
         scanned=sum(1 + len(c["members"]) for c in clusters.values()),
-        clusters=totals.get("clusters", 0),
-        merged=totals.get("merged", 0),
-        skipped_concurrent_edit=totals.get("skipped_concurrent_edit", 0),
+        clusters=totals["clusters"],
+        merged=totals["merged"],
+        skipped_concurrent_edit=totals["skipped_concurrent_edit"],
         cursor=state,
         dry_run=False,
         per_cluster=tuple(_review(c, outcome) for c in clusters.values()),
@@ -251,43 +265,56 @@ def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None)
     return pending[0] if pending else None
 
 
+def _totals(clusters: Iterable[dict[str, Any]], outcome: dict[str, str]) -> dict[str, int]:
+    """The run's counts, from the outcome of every planned row (so a resumed run reports the whole run)."""
+    n_clusters = merged = skipped = 0
+    for c in clusters:
+        members = [outcome.get(m["id"]) for m in c["members"]]
+        if outcome.get(c["canonical"]["id"]) == "skipped_concurrent_edit":
+            skipped += 1 + len(members)
+            continue
+        n_clusters += "merged" in members
+        merged += members.count("merged")
+        skipped += members.count("skipped_concurrent_edit")
+    return {"clusters": n_clusters, "merged": merged, "skipped_concurrent_edit": skipped}
+
+
 def _apply_batch(
     store: MemoryStore, clusters: list[dict[str, Any]], plan_id: str, cursor: PassCursor, outcome: dict[str, str]
-) -> dict[str, int]:
-    """Write one batch of planned clusters: one compare-and-set for canonicals, one for members."""
+) -> None:
+    """Bring one batch of planned clusters to their merged state: one compare-and-set for the canonicals, one
+    for the members, one commit for the missing links; each step skips what an earlier attempt already did.
+    Records every row's outcome in ``outcome``."""
     ids = [c["canonical"]["id"] for c in clusters] + [m["id"] for c in clusters for m in c["members"]]
     current = {r["id"]: r for r in store.get_many(ids)}
     now = cursor.now.isoformat()
-    skipped = 0
-    canon_changes, ready = [], []
-    already = 0
+    canon_changes: list[dict[str, Any]] = []
+    ready: list[tuple[str, list[tuple[dict[str, Any], Memory]]]] = []  # (canonical, members to supersede)
+    done: list[tuple[str, dict[str, Any]]] = []  # (canonical, member) pairs merged, now or by an earlier attempt
+    earlier: set[str] = set()  # canonicals an earlier, killed attempt already wrote
     for cluster in clusters:
         canon = cluster["canonical"]
         row = current.get(canon["id"])
-        if row is not None and _stamped(row, plan_id):
-            # Written by an earlier, killed attempt of this apply: count what it merged, write nothing.
-            outcome[canon["id"]] = "canonical"
-            for m in cluster["members"]:
-                mrow = current.get(m["id"])
-                done = mrow is not None and loads_metadata(mrow).get("merged", {}).get("plan_id") == plan_id
-                outcome[m["id"]] = "merged" if done else "skipped_concurrent_edit"
-                already += int(done)
-                skipped += int(not done)
-            continue
-        if row is None or row["version"] != canon["version"]:
-            skipped += 1 + len(cluster["members"])
+        stamped = _stamped(row, plan_id) if row is not None else set()
+        if not stamped and (row is None or row["version"] != canon["version"]):
             outcome[canon["id"]] = "skipped_concurrent_edit"
             continue
         members = []
         for m in cluster["members"]:
             mrow = current.get(m["id"])
-            if mrow is None or mrow["version"] != m["version"]:
-                skipped += 1
-                outcome[m["id"]] = "skipped_concurrent_edit"
-            else:
+            if mrow is not None and _merged_into(mrow, canon["id"], plan_id):
+                done.append((canon["id"], m))  # superseded by an earlier attempt of this apply
+            elif mrow is not None and mrow["version"] == m["version"] and (not stamped or m["id"] in stamped):
                 members.append((m, mrow))
+            else:
+                outcome[m["id"]] = "skipped_concurrent_edit"
+        if stamped:  # the canonical was written by an earlier, killed attempt: finish its members
+            earlier.add(canon["id"])
+            ready.append((canon["id"], members))
+            continue
         if not members:
             continue
+        assert row is not None
         meta = loads_metadata(row)
         meta.setdefault("merged_from", []).extend(
             {"id": m["id"], "similarity": m["similarity"], "at": now, "plan_id": plan_id} for m, _ in members
@@ -301,11 +328,10 @@ def _apply_batch(
     canon_result = store.cas_write(
         canon_changes, actor=ACTOR, action="merge_canonical", run_id=cursor.run_id, audit=True
     )
-    written = set(canon_result.applied)
-    member_changes, links = [], []
+    written = set(canon_result.applied) | earlier
+    member_changes, planned = [], {}
     for canon_id, members in ready:
         if canon_id not in written:
-            skipped += 1 + len(members)
             outcome[canon_id] = "skipped_concurrent_edit"
             continue
         outcome[canon_id] = "canonical"
@@ -328,31 +354,28 @@ def _apply_batch(
                     "metadata": dumps_metadata(meta),
                 }
             )
-            links.append(
-                {
-                    "agent_id": cursor.agent_id,
-                    "src_id": m["id"],
-                    "dst_id": canon_id,
-                    "rel": "duplicate-of",
-                    "score": m["similarity"],
-                }
-            )
+            planned[m["id"]] = (canon_id, m)
     result = store.cas_write(member_changes, actor=ACTOR, action="merge", run_id=cursor.run_id, audit=True)
-    merged = set(result.applied)
-    for m_id in merged:
-        outcome[m_id] = "merged"
+    done.extend(planned[m_id] for m_id in result.applied)
     for m_id in result.skipped_concurrent_edit:
         outcome[m_id] = "skipped_concurrent_edit"
-    store.add_links([link for link in links if link["src_id"] in merged], run_id=cursor.run_id)
-    return {
-        "clusters": sum(1 for c, members in ready if any(m["id"] in merged for m, _ in members)),
-        "merged": len(merged) + already,
-        "skipped_concurrent_edit": skipped + len(result.skipped_concurrent_edit),
-    }
+    for _, m in done:
+        outcome[m["id"]] = "merged"
+    links = [
+        {"agent_id": cursor.agent_id, "src_id": m["id"], "dst_id": c, "rel": "duplicate-of", "score": m["similarity"]}
+        for c, m in done
+    ]
+    store.add_links(links, run_id=cursor.run_id, keyed=True)
 
 
-def _stamped(row: Memory, plan_id: str) -> bool:
-    return any(e.get("plan_id") == plan_id for e in loads_metadata(row).get("merged_from", []))
+def _stamped(row: Memory, plan_id: str) -> set[str]:
+    """The members a canonical was written for by this plan (empty: not written yet)."""
+    return {e["id"] for e in loads_metadata(row).get("merged_from", []) if e.get("plan_id") == plan_id}
+
+
+def _merged_into(row: Memory, canonical: str, plan_id: str) -> bool:
+    merged = loads_metadata(row).get("merged") or {}
+    return row["superseded_by"] == canonical and merged.get("plan_id") == plan_id
 
 
 def _review(cluster: dict[str, Any], outcome: dict[str, str] | None = None) -> dict[str, Any]:

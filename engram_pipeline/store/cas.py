@@ -166,11 +166,18 @@ def cas_delete(
     # so the resumed run (same run id) that deletes the row does not record it twice.
     event_ids = {i: _event_id(run_id, action, i, int(expected[i])) for i in live}
     _write_ahead(store, pre, event_ids, actor=actor, action=action, run_id=run_id)
-    _with_retry(lambda: store.memories.delete(cond))
-    remaining = {r["id"] for r in store.get_many(live, columns=["id"])}
-    applied = [i for i in live if i not in remaining]
-    skipped += [i for i in live if i in remaining]
-    store.drop_audit_events([event_ids[i] for i in live if i in remaining])
+    result = _with_retry(lambda: store.memories.delete(cond))
+    # Ours are the rows this commit removed: present just before it and gone in it. (Absent now is not
+    # enough: a concurrent delete of the same row would have both writers claim it and keep both events.)
+    if getattr(result, "num_deleted_rows", None) == len(live):
+        applied = live
+    else:
+        before = set(store.ids_at(result.version - 1, live))
+        after = set(store.ids_at(result.version, live))
+        applied = [i for i in live if i in before and i not in after]
+    mine = set(applied)
+    skipped += [i for i in live if i not in mine]
+    store.drop_audit_events([event_ids[i] for i in live if i not in mine])
     return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
 
 

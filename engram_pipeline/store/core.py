@@ -175,10 +175,17 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             out.extend(q.limit(None).to_arrow().to_pylist())
         return out
 
-    def scan(self, agent_id: str, *, columns: list[str] | None = None, where: str | None = None) -> pa.Table:
-        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted)."""
+    def scan(
+        self, agent_id: str, *, columns: list[str] | None = None, where: str | None = None, version: int | None = None
+    ) -> pa.Table:
+        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted), as of table
+        ``version`` if given (time travel: it must not have been cleaned up yet)."""
         cond = eq("agent_id", agent_id) + (f" AND ({where})" if where else "")
-        q = self.memories.search().where(cond)
+        table = self.memories
+        if version is not None:
+            table = self.db.open_table("memories")
+            table.checkout(version)
+        q = table.search().where(cond)
         if columns:
             q = q.select(columns)
         return q.limit(None).to_arrow()
@@ -228,6 +235,17 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             .to_arrow()
         )
         return rows["id"].to_pylist()
+
+    def ids_at(self, version: int, ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` exist at table ``version``."""
+        snapshot = self.db.open_table("memories")
+        snapshot.checkout(version)
+        found: list[str] = []
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            rows = snapshot.search().where(f"id IN {in_list(chunk)}").select(["id"]).limit(None).to_arrow()
+            found.extend(rows["id"].to_pylist())
+        return found
 
     # -- writes ----------------------------------------------------------------------------------------
     def remember(
@@ -287,8 +305,13 @@ class MemoryStore(EditsMixin, AccessLogMixin):
 
     def insert_rows(self, rows: Sequence[Memory]) -> list[str]:
         """Insert new rows in one commit, skipping any whose (agent, content) already exists. Returns the
-        ids inserted. The insert is a ``merge_insert`` on ``content_hash``, so concurrent writers of the same
-        content cannot both insert it."""
+        ids inserted.
+
+        The insert is a ``merge_insert`` on ``content_hash``, but racing inserts of one new key can both land
+        (lancedb 0.40 does not detect that conflict). So after the commit every inserted content hash is looked
+        up again: where a racing writer's row exists too, the row committed first stays, and a writer whose row
+        came later deletes its own (audited, action ``dedup_collapse``) and does not report it as inserted.
+        """
         if not rows:
             return []
         unique = list({r["content_hash"]: r for r in rows}.values())
@@ -297,9 +320,53 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             lambda: self.memories.merge_insert("content_hash").when_not_matched_insert_all().execute(table)
         )
         if result.num_inserted_rows == len(unique):
-            return [r["id"] for r in unique]
-        present = {r["id"] for r in self.get_many([r["id"] for r in unique], columns=["id"])}
-        return [r["id"] for r in unique if r["id"] in present]
+            inserted = unique
+        else:
+            present = {r["id"] for r in self.get_many([r["id"] for r in unique], columns=["id"])}
+            inserted = [r for r in unique if r["id"] in present]
+        return self._drop_lost_races(inserted)
+
+    def _drop_lost_races(self, inserted: Sequence[Memory]) -> list[str]:
+        """The ids of ``inserted`` that won their content hash (see :meth:`insert_rows`); losers are deleted."""
+        mine = {r["content_hash"]: r for r in inserted}
+        same: dict[str, list[Memory]] = {}
+        hashes = list(mine)
+        for start in range(0, len(hashes), 1000):
+            chunk = hashes[start : start + 1000]
+            q = self.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["id", "content_hash"])
+            for r in q.limit(None).to_arrow().to_pylist():
+                same.setdefault(r["content_hash"], []).append(r)
+        lost: dict[str, int] = {}
+        for digest, group in same.items():
+            if len(group) > 1 and self._first_committed(group)["id"] != mine[digest]["id"]:
+                lost[mine[digest]["id"]] = int(mine[digest]["version"])
+        lost_hashes = {r["content_hash"] for r in inserted if r["id"] in lost}
+        for _ in range(3):  # a loser edited meanwhile (a near-duplicate write reinforced it) is re-read
+            if not lost:
+                break
+            missed = self.cas_delete(lost, actor="store", action="dedup_collapse").skipped_concurrent_edit
+            lost = {r["id"]: int(r["version"]) for r in self.get_many(list(missed), columns=["id", "version"])}
+        return [r["id"] for r in inserted if r["content_hash"] not in lost_hashes]
+
+    def _first_committed(self, rows: Sequence[Memory]) -> Memory:
+        """Of rows sharing a content hash, the one whose commit came first: each commit adds at most one of
+        them, so the earliest table version holding any of them holds exactly that one (binary search)."""
+        if len(rows) == 1:
+            return rows[0]
+        ids = [r["id"] for r in rows]
+        versions = sorted(int(v["version"]) for v in self.memories.list_versions())
+        lo, hi = 0, len(versions) - 1
+        try:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.ids_at(versions[mid], ids):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            first = sorted(self.ids_at(versions[lo], ids))
+        except Exception:  # those versions were cleaned up: fall back to the lowest id
+            first = sorted(ids)
+        return next(r for r in rows if r["id"] == first[0])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed(list(texts))
@@ -311,8 +378,9 @@ class MemoryStore(EditsMixin, AccessLogMixin):
 
     def _by_hash(self, agent_id: str, digest: str) -> Memory | None:
         rows = self.memories.search().where(f"{eq('content_hash', digest)} AND {eq('agent_id', agent_id)}")
-        found = rows.limit(1).to_arrow().to_pylist()
-        return found[0] if found else None
+        found = rows.limit(None).to_arrow().to_pylist()
+        # Two rows only in the instant between racing inserts and the loser's clean-up: name the one that stays.
+        return self._first_committed(found) if found else None
 
     def cas_write(
         self,

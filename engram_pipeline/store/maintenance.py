@@ -1,15 +1,25 @@
-"""Store maintenance: compaction, old-version cleanup and indexes, retried on commit conflicts.
+"""Store maintenance: compaction, old-version cleanup and indexes, yielding to writers.
 
 Every LanceDB commit creates a table version (even an update that matched nothing), so one maintenance job
-compacts small fragments and drops versions older than ``keep``. ``optimize`` racing a writer raises a
-retryable commit conflict: the table is re-read at its latest version and the step retried.
+compacts small fragments and drops versions older than ``keep``. Compaction is a ``Rewrite`` transaction, and
+any writer's commit on a fragment it rewrites preempts it ("Retryable commit conflict ... This Rewrite
+transaction was preempted by concurrent transaction Update"). Maintenance gives way: it re-reads the table at
+its latest version, waits for a quiet moment (no new version for a while) with a jittered, growing pause and
+tries again, for up to :data:`CONFLICT_BUDGET_S` per step. A step still preempted then is skipped, named in
+the report's ``skipped``, and left for the next run: maintenance never fails a run because writers were busy.
+(lancedb 0.40 offers compaction only as one whole-table ``optimize`` without ``pylance``, so there is no
+smaller unit to fall back to.)
 """
 
 from __future__ import annotations
 
+import logging
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lancedb.index import BTree, IvfHnswSq
@@ -20,10 +30,15 @@ from engram_pipeline.store.core import SCALAR_INDEXES
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
+log = logging.getLogger(__name__)
+
 TABLES = ("memories", "links", "audit", "plans", "cursors", "access_log")
 # Every index refresh (maintenance, or a fold past ENGRAM_INDEX_REFRESH_ROWS) adds a segment to the vector
 # index; past this many, maintenance rebuilds it as one (about 30 s at 100k rows on 2 cores).
 MAX_VECTOR_SEGMENTS = 8
+CONFLICT_BUDGET_S = 60.0  # how long one step keeps giving way to writers before it is skipped for this run
+QUIET_S = 0.25  # a table with no new version for this long is quiet enough to try again
+_PAUSE_S = (0.05, 2.0)  # first and longest pause after a conflict
 
 
 @dataclass(frozen=True)
@@ -35,65 +50,133 @@ class MaintenanceReport:
     indexes: tuple[str, ...]
     duration_s: float
     accesses_folded: int = 0  # access-log entries folded into ``memories`` before compaction
+    skipped: tuple[tuple[str, str], ...] = ()  # (table, what was left for the next run and why)
 
 
-def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 6) -> MaintenanceReport:
+def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 1000) -> MaintenanceReport:
     """Fold the access log, compact every table, clean up versions older than ``keep``, and (re)build the
-    scalar indexes (and the vector index, which compaction refreshes over the folded rows)."""
+    scalar indexes (and the vector index, which compaction refreshes over the folded rows).
+
+    Never raises because of concurrent writers: a step they keep preempting (see the module docstring) is
+    listed in ``skipped``. ``attempts`` caps the tries of one step (the time budget usually ends it first).
+    """
     start = time.perf_counter()
     folded = store.fold_access(reindex=False)
     before: dict[str, int] = {}
     after: dict[str, int] = {}
     retries = 0
+    skipped: list[tuple[str, str]] = []
     for name in TABLES:
         table = getattr(store, name)
         before[name] = len(table.list_versions())
-        retries += optimize_table(table, keep=keep, attempts=attempts)
+        n, why = _optimize(table, keep=keep, attempts=attempts)
+        retries += n
+        if why:
+            skipped.append((name, f"compaction and cleanup: {why}"))
         after[name] = len(table.list_versions())
-    indexes = _ensure_indexes(store)
+    indexes, index_retries, index_skipped = _ensure_indexes(store, attempts=attempts)
+    retries += index_retries
+    skipped += index_skipped
     if "vector" in indexes:  # compaction keeps fragments of different index segments apart; now it can merge them
-        retries += optimize_table(store.memories, keep=keep, attempts=attempts)
+        n, why = _optimize(store.memories, keep=keep, attempts=attempts)
+        retries += n
+        if why:
+            skipped.append(("memories", f"compaction after the vector index rebuild: {why}"))
     return MaintenanceReport(
-        TABLES, before, after, retries, indexes, time.perf_counter() - start, accesses_folded=folded.entries
+        TABLES,
+        before,
+        after,
+        retries,
+        indexes,
+        time.perf_counter() - start,
+        accesses_folded=folded.entries,
+        skipped=tuple(skipped),
     )
 
 
 def optimize_table(table: Any, *, keep: timedelta | None = None, attempts: int = 6) -> int:
-    """``table.optimize`` (compaction, index refresh, cleanup of versions older than ``keep``), retried on
-    commit conflicts; returns the number of retries."""
+    """``table.optimize`` (compaction, index refresh, cleanup of versions older than ``keep``), giving way to
+    writers; returns the number of retries. Preempted ``attempts`` times, it gives up for now (logged)."""
+    retries, why = _optimize(table, keep=keep, attempts=attempts)
+    if why:
+        log.warning("optimize of %s left for later: %s", getattr(table, "name", table), why)
+    return retries
+
+
+def _optimize(table: Any, *, keep: timedelta | None, attempts: int) -> tuple[int, str | None]:
+    return yielding(table, lambda: table.optimize(cleanup_older_than=keep), attempts=attempts)
+
+
+def yielding(
+    table: Any, step: Callable[[], Any], *, attempts: int, budget_s: float | None = None
+) -> tuple[int, str | None]:
+    """Run a maintenance ``step`` on ``table``, retrying commit conflicts after a quiet moment, within
+    ``budget_s`` (default :data:`CONFLICT_BUDGET_S`). Returns (retries, None) or (retries, why it gave up).
+    Errors other than commit conflicts propagate."""
+    deadline = time.monotonic() + (CONFLICT_BUDGET_S if budget_s is None else budget_s)
+    pause = _PAUSE_S[0]
     for n in range(attempts):
         try:
-            table.optimize(cleanup_older_than=keep)
-            return n
+            step()
+            return n, None
         except Exception as exc:
-            if not is_retryable_conflict(exc) or n == attempts - 1:
+            if not is_retryable_conflict(exc):
                 raise
-            table.checkout_latest()
-            time.sleep(0.05 * 2**n)
+            last = str(exc).split(", /", 1)[0]  # the message without lance's source location
+        if n == attempts - 1 or time.monotonic() >= deadline:
+            return n, f"preempted by concurrent writers {n + 1} times ({last})"
+        table.checkout_latest()
+        _wait_quiet(table, min(pause * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, _PAUSE_S[1])
     raise AssertionError("unreachable")
 
 
-def _ensure_indexes(store: MemoryStore) -> tuple[str, ...]:
+def _wait_quiet(table: Any, longest: float) -> None:
+    """Sleep until ``table`` has had no new version for :data:`QUIET_S` (writers paused), at most ``longest``."""
+    end = time.monotonic() + longest
+    seen, since = table.version, time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+        now = table.version
+        if now != seen:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since >= QUIET_S:
+            return
+
+
+def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ...], int, list[tuple[str, str]]]:
     """Scalar indexes on the filter columns; a vector index once the table is big enough to pay for it, rebuilt
-    when refreshes have split it into more than :data:`MAX_VECTOR_SEGMENTS` segments."""
-    have = {idx.columns[0] for idx in store.memories.list_indices()}
+    when refreshes have split it into more than :data:`MAX_VECTOR_SEGMENTS` segments. Returns the indexes
+    built, the retries, and the builds left for the next run (preempted by writers)."""
+    table = store.memories
+    have = {idx.columns[0] for idx in table.list_indices()}
     built: list[str] = []
-    if store.memories.count_rows() == 0:
-        return ()
+    retries = 0
+    skipped: list[tuple[str, str]] = []
+
+    def build(column: str, make: Callable[[], Any]) -> None:
+        nonlocal retries
+        n, why = yielding(table, make, attempts=attempts)
+        retries += n
+        if why:
+            skipped.append(("memories", f"{column} index: {why}"))
+        else:
+            built.append(column)
+
+    if table.count_rows() == 0:
+        return (), 0, []
     for column in SCALAR_INDEXES:
         if column not in have:
-            store.memories.create_index(column, config=BTree())
-            built.append(column)
+            build(column, partial(table.create_index, column, config=BTree()))
     if "vector" in have:
-        stats = store.memories.index_stats("vector_idx")
+        stats = table.index_stats("vector_idx")
         if stats is None or stats.num_indices <= MAX_VECTOR_SEGMENTS:
-            return tuple(built)
-    elif store.memories.count_rows() < store.settings.vector_index_min_rows:
-        return tuple(built)
+            return tuple(built), retries, skipped
+    elif table.count_rows() < store.settings.vector_index_min_rows:
+        return tuple(built), retries, skipped
     # The column goes first: with ``config`` LanceDB reads that argument as the column, not the metric.
-    store.memories.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
-    built.append("vector")
-    return tuple(built)
+    build("vector", lambda: table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True))
+    return tuple(built), retries, skipped
 
 
 def describe(store: MemoryStore) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.sql import eq, in_list, lit
 
 # Audit actions after which ``restore`` may bring a row back.
+LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
 HIDING_ACTIONS = ("prune", "merge", "supersede", "archive", "delete")
 
 
@@ -94,6 +95,16 @@ class RecordsMixin:
         event = events[-1]
         return row_from_json(event["before"], self.memory_schema), event
 
+    def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
+        """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
+        found: set[str] = set()
+        for start in range(0, len(memory_ids), 1000):
+            chunk = memory_ids[start : start + 1000]
+            where = f"memory_id IN {in_list(chunk)} AND {eq('action', action)} AND {eq('run_id', run_id)}"
+            rows = self.audit.search().where(where).select(["memory_id"]).limit(None).to_arrow()
+            found.update(rows["memory_id"].to_pylist())
+        return found
+
     def audit_for_agent(self, agent_id: str, *, actions: Iterable[str] | None = None) -> pa.Table:
         where = eq("agent_id", agent_id)
         if actions is not None:
@@ -101,14 +112,25 @@ class RecordsMixin:
         return self.audit.search().where(where).limit(None).to_arrow()
 
     # -- links -----------------------------------------------------------------------------------------
-    def add_links(self, links: Sequence[dict[str, Any]], *, run_id: str | None = None) -> None:
-        """Append links (``agent_id``, ``src_id``, ``dst_id``, ``rel``, ``score``) in one commit."""
+    def add_links(self, links: Sequence[dict[str, Any]], *, run_id: str | None = None, keyed: bool = False) -> None:
+        """Append links (``agent_id``, ``src_id``, ``dst_id``, ``rel``, ``score``) in one commit.
+
+        ``keyed``: a link whose (``src_id``, ``dst_id``, ``rel``) is already stored is not added again, so a
+        resumed pass that repeats a batch does not duplicate its links.
+        """
+        if keyed and links:
+            have = {(r["src_id"], r["dst_id"], r["rel"]) for r in self.links_of([link["src_id"] for link in links])}
+            links = [link for link in links if (link["src_id"], link["dst_id"], link["rel"]) not in have]
         if not links:
             return
         now = utcnow()
         rows = [{"created_at": now, "run_id": run_id, **link} for link in links]
         table = rows_to_table(rows, LINK_SCHEMA)
-        _with_retry(lambda: self.links.add(table))
+        if keyed:
+            on = ["src_id", "dst_id", "rel"]
+            _with_retry(lambda: self.links.merge_insert(on).when_not_matched_insert_all().execute(table))
+        else:
+            _with_retry(lambda: self.links.add(table))
 
     def drop_links(self, *, src_id: str, dst_id: str, rel: str) -> None:
         """Remove the links ``src_id -rel-> dst_id`` (one commit; none there is a no-op)."""
@@ -198,6 +220,31 @@ class RecordsMixin:
                 self.cursors.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
         )
+
+    # -- leases ----------------------------------------------------------------------------------------
+    def lease_holder(self, key: str) -> str | None:
+        """The holder (JSON text) of lease ``key``, None when it is free; creates the free row on first use.
+
+        Two processes that both create the row may leave two free rows (a racing ``merge_insert`` insert can
+        duplicate a key); :meth:`swap_lease` updates every row of the key at once, so they stay identical.
+        """
+        cond = eq("key", LEASE_PREFIX + key)
+        rows = self.cursors.search().where(cond).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        if not rows:
+            row = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "cursor": None}
+            table = rows_to_table([{**row, "updated_at": utcnow()}], CURSOR_SCHEMA)
+            _with_retry(lambda: self.cursors.merge_insert("key").when_not_matched_insert_all().execute(table))
+            return self.lease_holder(key)
+        held = [r for r in rows if r is not None]
+        return held[0] if held else None
+
+    def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
+        """Compare-and-set lease ``key`` from ``expected`` (None: free) to ``holder``; True if it applied."""
+        cond = eq("key", LEASE_PREFIX + key) + (
+            " AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}"
+        )
+        result = _with_retry(lambda: self.cursors.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
+        return int(result.rows_updated) > 0
 
 
 def _plan(row: dict[str, Any]) -> dict[str, Any]:

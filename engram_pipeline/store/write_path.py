@@ -43,6 +43,11 @@ def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResu
 
     s = store.settings
     neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
+    if any(n["content_hash"] == row["content_hash"] for n in neighbours):
+        # The same content, committed by a racing writer since the exact check: the row that stays, untouched.
+        existing = store._by_hash(row["agent_id"], row["content_hash"])
+        if existing is not None:
+            return RememberResult(existing, "exact_duplicate")
     for n in neighbours:
         # The merge guard's hard vetoes (contradiction, negation, numbers, ...) keep a near-identical
         # sentence that says something else from being folded into the existing row and lost.

@@ -157,7 +157,7 @@ def decay_importance(
     totals = {"processed": 0, "updated": 0, "stale": 0, "pruned": 0, "skipped_concurrent_edit": 0}
     for key, value in cursor.counts.items():
         totals[key] = totals.get(key, 0) + value
-    if (unrecorded := cursor.unrecorded(["status", "decayed_at"])) is not None:
+    if (unrecorded := cursor.unrecorded(["status", "importance_factors"])) is not None:
         for key, value in _unrecorded_counts(store, *unrecorded, now=now, run_id=cursor.run_id).items():
             totals[key] += value
     for start in range(0, plan.height, size):
@@ -230,12 +230,15 @@ def _unrecorded_counts(
     store: MemoryStore, before: pl.DataFrame, after: pl.DataFrame, *, now: datetime, run_id: str
 ) -> dict[str, int]:
     """What killed attempts of this run did after its last recorded batch (see ``PassCursor.unrecorded``):
-    rows they pruned (gone, with this run's prune event) and rows they re-scored (``decayed_at`` is the run's
-    ``now``), so that the resumed run reports the whole run."""
+    rows they pruned (gone, with this run's prune event) and rows they re-scored (their ``importance_factors``
+    were scored at the run's ``now``), so that the resumed run reports the whole run."""
     gone = sorted(set(before["id"].to_list()) - set(after["id"].to_list()))
     pruned = len(store.audited(gone, action="prune", run_id=run_id)) if gone else 0
-    was = before.select("id", pl.col("status").alias("was"), pl.col("decayed_at").alias("was_at"))
-    written = after.join(was, on="id").filter((pl.col("decayed_at") == now) & pl.col("was_at").ne_missing(now))
+    scored_at = pl.col("importance_factors").str.json_path_match("$.scored_at")
+    was = before.select("id", pl.col("status").alias("was"), scored_at.alias("was_at"))
+    at = now.isoformat()
+    written = after.with_columns(scored_at.alias("at")).join(was, on="id")
+    written = written.filter((pl.col("at") == at) & pl.col("was_at").ne_missing(at))
     stale = written.filter((pl.col("status") == "stale") & (pl.col("was") != "stale")).height
     return {"processed": pruned, "pruned": pruned, "updated": written.height, "stale": stale}
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this file also runs as a script)
 COMMITTING = (
     "cas_write", "cas_delete", "record_audit", "drop_audit_events", "add_links", "set_cursor",
     "mark_plan_applied", "swap_lease",
@@ -70,7 +71,8 @@ def _open(uri: str) -> Any:
     from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
 
-    return MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    # the races prune by score and age: the seed retention policy's (the default prunes only merged duplicates)
+    return MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY}))
 
 
 def _arm_kill(store: Any) -> list[int]:

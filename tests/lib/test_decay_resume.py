@@ -17,11 +17,18 @@ from store_procs import fork_worker
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.conftest import SEED_POLICY
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 COUNTS = ("processed", "updated", "stale", "pruned", "skipped_concurrent_edit")
 KILLS = 12
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """Pruning by score and age is the `seed` retention policy's; the worker processes use it too."""
+    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY})
 
 
 def seeded(uri: str, settings: Settings) -> MemoryStore:

@@ -20,9 +20,16 @@ from engram_pipeline.lifecycle import _lease
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.conftest import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """Pruning by score and age is the `seed` retention policy's; the worker processes use it too."""
+    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY})
 
 
 def _seed(store: MemoryStore, n: int) -> None:

@@ -50,6 +50,7 @@ def test_health_counts_and_score(store):
 
 
 def test_duplicate_ratio_from_the_pending_merge_plan(store):
+    store.settings = store.settings.replace(judge="rules")  # the calibrated judge collapses "enjoys" at write time
     ids = [store.remember("a", t).memory["id"] for t in ("User likes jazz", "User enjoys jazz", "User owns a cat")]
     store.save_plan("a", {"clusters": [{"canonical": {"id": ids[0]}, "members": [{"id": ids[1]}]}]})
     report = health(store, "a", now=NOW)

@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -146,6 +147,7 @@ def normalise_value(s: str) -> str:
     return s.rstrip(".,;:!?\"')`").lstrip("\"'(`").strip()
 
 
+@functools.lru_cache(maxsize=65_536)
 def content_tokens(s: str) -> frozenset[str]:
     """Lowercase words of ``s`` minus a small stopword list (negations and numbers are kept)."""
     words = (w.rstrip(".-'/:") for w in _TOKEN.findall(_expand(s)))
@@ -202,12 +204,14 @@ def _parse_sentence(sentence: str, expanded: str) -> list[_Parsed]:
     return out
 
 
-def _parse(text: str) -> list[_Parsed]:
+# Cached: a pass compares each text with several neighbours (the merge judge's candidates, say).
+@functools.lru_cache(maxsize=65_536)
+def _parse(text: str) -> tuple[_Parsed, ...]:
     out: list[_Parsed] = []
     for sentence in _split_sentences(text):
         if not sentence.endswith("?"):  # a question asserts nothing
             out += _parse_sentence(sentence, _expand(sentence))
-    return out
+    return tuple(out)
 
 
 def parse_claims(text: str) -> list[Claim]:

@@ -129,6 +129,7 @@ class _Parsed:
     adverb: str | None  # "always" / "never"
 
 
+@functools.lru_cache(maxsize=65_536)
 def _expand(sentence: str) -> str:
     s = sentence.lower().replace("\u2019", "'").replace("can't", "can not").replace("won't", "will not")
     s = re.sub(r"n't\b", " not", s)
@@ -141,6 +142,7 @@ def _strip_determiners(s: str) -> str:
     return " ".join(words)
 
 
+@functools.lru_cache(maxsize=65_536)
 def normalise_value(s: str) -> str:
     """Lowercase, drop determiners, collapse whitespace, strip quotes and trailing punctuation."""
     s = _strip_determiners(_expand(s).strip("\"'`"))
@@ -162,8 +164,9 @@ def _normalise_subject(s: str) -> str:
     return re.sub(r"^user's\s+", "", s)
 
 
-def _split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+@functools.lru_cache(maxsize=65_536)
+def _split_sentences(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in _SENTENCE_END.split(text) if s.strip())
 
 
 def _match(expanded: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:

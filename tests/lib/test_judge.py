@@ -103,3 +103,21 @@ def test_shipped_weights_record_their_held_out_figures(kind: str) -> None:
     assert not set(doc["held_out_files"]) & set(doc["calibration_files"])
     judge = CalibratedJudge(doc)
     assert 0.0 < judge.threshold < 1.0 and np.isfinite(doc["weights"]).all()
+
+
+def test_verdicts_are_symmetric_on_held_out_sts_pairs() -> None:
+    from pathlib import Path
+
+    sts = Path(__file__).resolve().parents[3] / "shared" / "data" / "sts" / "2016-headlines.tsv"
+    if not sts.exists():
+        pytest.skip(f"{sts} not found (the shared STS data sits beside the repository)")
+    lines = [line.split("\t") for line in sts.read_text(encoding="utf-8").splitlines()[:300]]
+    pairs = [(x[1].strip(), x[2].strip()) for x in lines if len(x) >= 3 and x[1].strip() and x[2].strip()]
+    e = get_embedder(Settings(embedder="hashing"))
+    va, vb = e.embed([a for a, _ in pairs]), e.embed([b for _, b in pairs])
+    cos = np.einsum("ij,ij->i", va, vb).tolist()
+    judge = make_judge(Settings(embedder="hashing"), "hashing")
+    forward = judge.judge([(a, b, c) for (a, b), c in zip(pairs, cos, strict=True)])
+    backward = judge.judge([(b, a, c) for (a, b), c in zip(pairs, cos, strict=True)])
+    assert [v.label for v in forward] == [v.label for v in backward]
+    assert np.allclose([v.score for v in forward], [v.score for v in backward])

@@ -13,7 +13,8 @@ see ``bench/calibrate_thresholds.py``). Two agents in one real store, rows inser
   the share of contradicting pairs that end up in one cluster. (STS pairs there keep their labels.)
 
 For each band (``--band``, default the issue's 0.85, and the embedder's calibrated profile) it runs the real
-pass, ``consolidate_corpus`` (dry run: the plan a reviewer would see), and a plain plan: the same star
+pass, ``consolidate_corpus`` (dry run: the plan a reviewer would see; its merge judge, with the band's
+lower end as the judge's floor), and a plain plan: the same star
 clusters over the same neighbour graph and the same band, with no merge guard. Then it applies the guarded
 plan end to end and times both steps. Figures are counts of (canonical, member) merges.
 """

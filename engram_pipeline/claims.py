@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -134,6 +135,7 @@ class _Parsed:
     adverb: str | None  # "always" / "never"
 
 
+@functools.lru_cache(maxsize=65_536)
 def _expand(sentence: str) -> str:
     s = sentence.lower().replace("\u2019", "'").replace("can't", "can not").replace("won't", "will not")
     s = re.sub(r"n't\b", " not", s)
@@ -146,12 +148,14 @@ def _strip_determiners(s: str) -> str:
     return " ".join(words)
 
 
+@functools.lru_cache(maxsize=65_536)
 def normalise_value(s: str) -> str:
     """Lowercase, drop determiners, collapse whitespace, strip quotes and trailing punctuation."""
     s = _strip_determiners(_expand(s).strip("\"'`"))
     return s.rstrip(".,;:!?\"')`").lstrip("\"'(`").strip()
 
 
+@functools.lru_cache(maxsize=65_536)
 def content_tokens(s: str) -> frozenset[str]:
     """Lowercase words of ``s`` minus a small stopword list (negations and numbers are kept)."""
     words = (w.rstrip(".-'/:") for w in _TOKEN.findall(_expand(s)))
@@ -209,14 +213,16 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
     return out
 
 
-def _parse(text: str) -> list[_Parsed]:
+# Cached: a pass compares each text with several neighbours (the merge judge's candidates, say).
+@functools.lru_cache(maxsize=65_536)
+def _parse(text: str) -> tuple[_Parsed, ...]:
     """Claims of ``text`` read the way agents write episodes (:mod:`engram_pipeline.utterances`: context
     prefixes dropped, speakers and reported speech resolved, hedges and tense kept as marks)."""
     out: list[_Parsed] = []
     for sentence in utterances.read(text):
         if not sentence.text.endswith("?"):  # a question asserts nothing
             out += _parse_sentence(sentence.text, _expand(sentence.text), sentence)
-    return out
+    return tuple(out)
 
 
 def parse_claims(text: str) -> list[Claim]:

@@ -24,6 +24,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -159,12 +160,14 @@ def containment(a: str, b: str) -> float:
     return len(ta & tb) / min(len(ta), len(tb))
 
 
+@functools.lru_cache(maxsize=65_536)
 def negations(text: str) -> tuple[str, ...]:
     """Every negation of ``text`` in order ("not", "never", "n't", ...): a second one can undo the first."""
     tokens = _TOKEN.findall(_fold(text))
     return tuple("n't" if t.endswith("n't") else t for t in tokens if t in _NEGATIONS or t.endswith("n't"))
 
 
+@functools.lru_cache(maxsize=65_536)
 def values(text: str) -> frozenset[str]:
     """Numbers (digits or words, thousands separators dropped), months and weekdays of ``text``.
 
@@ -181,6 +184,7 @@ def values(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _words(text: str) -> frozenset[str]:
     return frozenset(_TOKEN.findall(_fold(text)))
 

@@ -23,6 +23,8 @@ CONTRADICTION_POLICIES = ("flag", "supersede")
 # What may leave recall (engram_pipeline/lifecycle/retention.py): "safe" only what is held elsewhere;
 # "seed" the inherited score/age pruning and confidence archival.
 RETENTION_POLICIES = ("safe", "seed")
+# Who decides a merge (engram_pipeline/judge.py): "auto" the calibrated judge when the embedder ships weights.
+JUDGES = ("auto", "calibrated", "rules")
 
 # Fields that an embedder's calibrated threshold profile may set when the variable is not set explicitly.
 PROFILE_FIELDS = (
@@ -76,6 +78,7 @@ class Settings:
     contradiction_threshold_max: float = _env("MEMORY_CONTRADICTION_THRESHOLD_MAX", 0.97, unit=True)
     contradiction_policy: str = _env("MEMORY_CONTRADICTION_POLICY", "flag")
     merge_threshold: float = _env("MEMORY_CONSOLIDATION_MERGE_THRESHOLD", 0.85, unit=True)
+    judge: str = _env("ENGRAM_JUDGE", "auto")
     merge_interval_ms: int = _env("MEMORY_CONSOLIDATION_INTERVAL_MS", 0, interval=True)
     # confidence, five-stage consolidation, archival
     # Per day: an unreinforced agent fact (0.72) with no competitors reaches the 0.40 archive floor in ~4 months.
@@ -165,6 +168,8 @@ class Settings:
                 f"MEMORY_CONTRADICTION_POLICY={self.contradiction_policy!r}: must be one of "
                 f"{', '.join(CONTRADICTION_POLICIES)}"
             )
+        if self.judge not in JUDGES:
+            raise SettingsError(f"ENGRAM_JUDGE={self.judge!r}: must be one of {', '.join(JUDGES)}")
         if self.retention_policy not in RETENTION_POLICIES:
             raise SettingsError(
                 f"ENGRAM_RETENTION_POLICY={self.retention_policy!r}: must be one of {', '.join(RETENTION_POLICIES)}"

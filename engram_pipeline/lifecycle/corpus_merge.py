@@ -3,16 +3,19 @@
 Two steps, so that a person can review what will be hidden before it is:
 
 1. :func:`consolidate_corpus` (``dry_run=True``, the default) **plans**. From the agent's neighbour graph it
-   takes the pairs with ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD <= score < MEMORY_DUPLICATE_THRESHOLD`` between
-   rows that may be merged (visible, not contradicted, with a vector) and groups them into star clusters
-   (:func:`engram_pipeline.similarity.star_clusters`): every member is in the band *with its canonical*, so
+   takes the candidate pairs between rows that may be merged (visible, not contradicted, with a vector):
+   cosine at least the judge's floor (:mod:`engram_pipeline.judge`; the rules judge's floor is
+   ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD``) with no upper bound, so a pair at or above
+   ``MEMORY_DUPLICATE_THRESHOLD`` that an earlier write let through is merged too, and at most
+   :data:`CANDIDATES_PER_ROW` nearest neighbours per row, so the judge's work grows linearly with the rows.
+   The judge calls each candidate ``duplicate``, ``contradiction`` (the contradiction rules and the merge
+   guard's hard vetoes: never merged) or ``distinct``. The ``duplicate`` pairs form star clusters
+   (:func:`engram_pipeline.similarity.star_clusters`): every member is a duplicate *of its canonical*, so
    there are no chains of loosely related rows. The canonical is the row with the highest importance, the
-   newest on ties, then the lowest id. A member must also pass :func:`engram_pipeline.merge_guard.merge_decision`
-   against its canonical (similarity alone is a poor judge: the contradiction rules, a negation, a different
-   number or date veto the pair even when nobody flagged it), be of the same kind, and not be pinned; episodes
-   are never merged (two similar episodes are two occurrences, the evidence consolidation counts). The plan
-   (per cluster: canonical id, content and version; members with id, content, similarity, reason and version)
-   is stored with ``store.save_plan``; memories are not touched.
+   newest on ties, then the lowest id. A member must also be of the same kind and not pinned; episodes are
+   never merged (two similar episodes are two occurrences, the evidence consolidation counts). The plan
+   (the judge's name; per cluster: canonical id, content and version; members with id, content, similarity,
+   the judge's reason and version) is stored with ``store.save_plan``; memories are not touched.
 2. :func:`apply_corpus_merge` **applies exactly a stored plan**. A canonical or member whose version moved
    since the plan is skipped and counted in ``skipped_concurrent_edit`` (the review was of that version, so
    nothing is recomputed); a skipped canonical skips its whole cluster. The canonical takes the union of its
@@ -41,9 +44,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
-from engram_pipeline.merge_guard import merge_decision
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
 from engram_pipeline.similarity import star_clusters
 from engram_pipeline.store.errors import InvalidInput, PlanNotFound
@@ -55,6 +58,8 @@ PLAN_PASS = "corpus_merge"
 APPLY_PASS = "corpus_merge_apply"
 ACTOR = "corpus_consolidation"
 BATCH_CLUSTERS = 500
+# Nearest candidates per row the judge sees: a pair is judged when it is among the nearest of either side.
+CANDIDATES_PER_ROW = 8
 _COLUMNS = [
     "id", "kind", "content", "status", "contradiction_with", "importance", "created_at", "pinned", "version",
 ]  # fmt: skip
@@ -73,6 +78,7 @@ class CorpusMergeReport:
     dry_run: bool
     per_cluster: tuple[dict[str, Any], ...]
     plan_id: str | None
+    judge: str = ""  # the judge that decided the plan's merges (a plan's report only)
 
 
 def consolidate_corpus(
@@ -90,15 +96,16 @@ def consolidate_corpus(
     identical to the agent's latest pending one is not stored twice: that plan's id is reported.
     """
     cursor = PassCursor.start(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
+    judge = get_judge(store)
     scanned, clusters = plan_clusters(store, agent_id, graph=graph)
     pending = store.latest_plan(agent_id, status="pending")
     if pending is not None and pending["body"].get("clusters") == clusters:
         plan_id = str(pending["plan_id"])
     else:
-        s = store.settings
         body = {
             "planned_at": cursor.now.isoformat(),
-            "band": [s.merge_threshold, s.duplicate_threshold],
+            "band": [judge.floor, 1.0],
+            "judge": judge.name,
             "clusters": clusters,
         }
         plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
@@ -115,6 +122,7 @@ def consolidate_corpus(
         dry_run=True,
         per_cluster=tuple(_review(c) for c in clusters),
         plan_id=plan_id,
+        judge=judge.name,
     )
 
 
@@ -122,7 +130,6 @@ def plan_clusters(
     store: MemoryStore, agent_id: str, *, graph: pa.Table | None = None
 ) -> tuple[int, list[dict[str, Any]]]:
     """The rows read and the merge clusters of the agent (JSON-ready dicts, as stored in a plan)."""
-    s = store.settings
     frame = agent_frame(store, agent_id, columns=_COLUMNS, where=f"{VISIBLE_SQL} AND vector IS NOT NULL")
     # Contradicted rows are never merged, even once decay has rewritten their status to "stale". Episodes are
     # not merged either: two similar episodes are two occurrences (the evidence consolidation counts), not
@@ -132,21 +139,25 @@ def plan_clusters(
         & (pl.col("contradiction_with").list.len().fill_null(0) == 0)
         & (pl.col("kind") != "episodic")
     )
+    judge = get_judge(store)
     graph = agent_graph(store, agent_id) if graph is None else graph
     ids = mergeable["id"].to_list()
-    pairs = band(graph, s.merge_threshold, s.duplicate_threshold)
     keep = pa.array(ids, pa.string())
+    pairs = band(graph, judge.floor)
     pairs = pairs.filter(pc.and_(pc.is_in(pairs["src_id"], value_set=keep), pc.is_in(pairs["dst_id"], value_set=keep)))
+    pairs = nearest_per_row(pairs, CANDIDATES_PER_ROW)
     if pairs.num_rows == 0:
         return frame.height, []
     involved = set(pairs["src_id"].to_pylist()) | set(pairs["dst_id"].to_pylist())
     rows = {r["id"]: r for r in mergeable.filter(pl.col("id").is_in(list(involved))).to_dicts()}
-    score = {
-        frozenset((a, b)): float(x)
-        for a, b, x in zip(
-            pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), pairs["score"].to_pylist(), strict=True
-        )
-    }
+    candidates = list(
+        zip(pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), pairs["score"].to_pylist(), strict=True)
+    )
+    verdicts = judge.judge([(rows[a]["content"], rows[b]["content"], float(x)) for a, b, x in candidates])
+    # The judge is symmetric (features and vetoes); keep its duplicates only, as the clusters' band.
+    duplicates = [i for i, v in enumerate(verdicts) if v.merge]
+    reason = {frozenset(candidates[i][:2]): verdicts[i].reason for i in duplicates}
+    pairs = pairs.take(pa.array(duplicates, pa.int64()))
     # Best canonical first: highest importance, newest on ties, then lowest id.
     order = (
         pl.DataFrame(list(rows.values()))
@@ -160,13 +171,12 @@ def plan_clusters(
         key = (canonical, member)
         if key not in reasons:
             c, m = rows[canonical], rows[member]
-            decision = merge_decision(c["content"], m["content"], score[frozenset(key)], s)
-            ok = decision.merge and c["kind"] == m["kind"] and not m["pinned"]
-            reasons[key] = decision.reason if ok else None
+            ok = c["kind"] == m["kind"] and not m["pinned"]
+            reasons[key] = reason[frozenset(key)] if ok else None
         return reasons[key] is not None
 
     clusters = []
-    for canonical, members in star_clusters(pairs, order, s.merge_threshold, s.duplicate_threshold, eligible):
+    for canonical, members in star_clusters(pairs, order, -1.0, float("inf"), eligible):
         c = rows[canonical]
         clusters.append(
             {
@@ -184,6 +194,24 @@ def plan_clusters(
             }
         )
     return frame.height, clusters
+
+
+def nearest_per_row(pairs: pa.Table, k: int) -> pa.Table:
+    """The pairs that are among the ``k`` highest-scoring pairs of either of their rows (ties by id)."""
+    if pairs.num_rows == 0:
+        return pairs
+    df = pl.from_arrow(pairs)
+    assert isinstance(df, pl.DataFrame)
+    df = df.with_row_index("_pair")
+    ends = pl.concat(
+        [df.select("_pair", pl.col("src_id").alias("row"), "score", pl.col("dst_id").alias("other")),
+         df.select("_pair", pl.col("dst_id").alias("row"), "score", pl.col("src_id").alias("other"))]
+    )  # fmt: skip
+    ranked = ends.sort(["row", "score", "other"], descending=[False, True, False]).with_columns(
+        pl.int_range(pl.len()).over("row").alias("_rank")
+    )
+    kept = ranked.filter(pl.col("_rank") < k)["_pair"].unique().sort()
+    return pairs.take(pa.array(kept.to_list(), pa.int64()))
 
 
 def apply_corpus_merge(

@@ -46,11 +46,15 @@ def agent_graph(
     """Pairs ``(src_id, dst_id, score)`` of the agent's memories with cosine ``>= floor``.
 
     ``floor`` defaults to :func:`graph_floor` of the store's settings (after the embedder's threshold
-    profile). Reads ids and vectors once, column-wise; rows without a vector are left out, and so are hidden
-    rows unless ``include_hidden``. The table has :data:`~engram_pipeline.similarity.PAIRS_SCHEMA`, one row
+    profile), lowered to the merge judge's candidate floor (:mod:`engram_pipeline.judge`). Reads ids and
+    vectors once, column-wise; rows without a vector are left out, and so are hidden rows unless
+    ``include_hidden``. The table has :data:`~engram_pipeline.similarity.PAIRS_SCHEMA`, one row
     per unordered pair.
     """
-    floor = graph_floor(store.settings) if floor is None else floor
+    if floor is None:
+        from engram_pipeline.judge import get_judge
+
+        floor = min(graph_floor(store.settings), get_judge(store).floor)  # the merge judge's candidates too
     where = "vector IS NOT NULL" + ("" if include_hidden else f" AND {VISIBLE_SQL}")
     table = store.scan(agent_id, columns=["id", "vector"], where=where)
     if table.num_rows < 2:

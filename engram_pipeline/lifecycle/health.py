@@ -162,9 +162,8 @@ def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph:
 
         graph = default_graph(store, agent_id, floor=store.settings.merge_threshold)
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
-    s = store.settings
-    score = table["score"]
-    band = table.filter(pc.and_(pc.greater_equal(score, s.merge_threshold), pc.less(score, s.duplicate_threshold)))
+    # No upper bound: a pair at or above the duplicate threshold that a write let through is a duplicate too.
+    band = table.filter(pc.greater_equal(table["score"], store.settings.merge_threshold))
     ends = set(band["src_id"].to_pylist()) | set(band["dst_id"].to_pylist())
     return ends & visible, "graph"
 

@@ -2,9 +2,10 @@
 
 After exact dedup (done by the caller), the new row's nearest visible neighbours of the same agent decide:
 
-* similarity >= ``MEMORY_DUPLICATE_THRESHOLD`` (and the contradiction rules stay silent): the write collapses
-  into the existing row, which gains a ``duplicate_matches`` entry, a reinforcement and a fresh importance
-  score; nothing new is inserted and the outcome is ``semantic_duplicate``;
+* the store's merge judge (:func:`engram_pipeline.judge.same_fact`, the decision the corpus merge uses)
+  calls the pair a duplicate: the write collapses into the existing row, which gains a
+  ``duplicate_matches`` entry, a reinforcement and a fresh importance score; nothing new is inserted and
+  the outcome is ``semantic_duplicate``;
 * similarity in [``MEMORY_CONTRADICTION_THRESHOLD``, ``..._MAX``) and the rules of
   :mod:`engram_pipeline.claims` fire: policy ``flag`` marks both rows ``contradicted`` (both stay in recall)
   with a ``contradicts`` link; policy ``supersede`` hides the older row behind the new one, audited.
@@ -38,7 +39,7 @@ def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k
 
 def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResult:
     from engram_pipeline.claims import detect_contradiction
-    from engram_pipeline.merge_guard import is_duplicate
+    from engram_pipeline.judge import same_fact
     from engram_pipeline.store.core import RememberResult
 
     s = store.settings
@@ -49,9 +50,9 @@ def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResu
         if existing is not None:
             return RememberResult(existing, "exact_duplicate")
     for n in neighbours:
-        # The merge guard's hard vetoes (contradiction, negation, numbers, ...) keep a near-identical
-        # sentence that says something else from being folded into the existing row and lost.
-        if is_duplicate(row["content"], n["content"], n["_similarity"], s):
+        # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
+        # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.
+        if same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])).merge:
             return _collapse(store, n, row, actor=actor)
     found = []
     for n in neighbours:

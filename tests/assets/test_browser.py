@@ -82,8 +82,10 @@ def seed_clusters(store: MemoryStore, agent: str, *, similarity: float) -> None:
                 noise = rng.standard_normal(dim)
                 noise = _unit(noise - noise.dot(base) * base)
                 vector = similarity * base + np.sqrt(1 - similarity**2) * noise
-            result = store.remember(agent, text, vector=vector.tolist(), tier="ltm", importance=0.9 if i == 0 else 0.5)
-            assert result.outcome == "created", (text, result.outcome)
+            # Inserted as an import would: remember folds a pair the merge judge would merge.
+            row = store.new_row(agent, text, tier="ltm", importance=0.9 if i == 0 else 0.5)
+            row["vector"] = _unit(vector).tolist()
+            assert store.insert_rows([row]) == [row["id"]], text
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -111,7 +113,10 @@ def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     uri = str(tmp_path / "store" / "lancedb")
-    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    # The band rule judges the planted stars (hand-made vectors in the band); the calibrated hashing judge
+    # would rightly keep some of these rewordings apart.
+    judge = {"ENGRAM_JUDGE": "rules"}
+    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **judge}))
     band = (store.settings.merge_threshold, store.settings.duplicate_threshold)
     seed_clusters(store, AGENT, similarity=round(sum(band) / 2, 3))
     home = make_dagster_home(tmp_path / "dagster")
@@ -120,7 +125,7 @@ def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
     with DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("agents", [AGENT])
 
-    with dagster_processes(dagster_env(home, store_uri=uri)) as procs:
+    with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
         run_id = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
         status = wait_for(
             lambda: (s := run_status(procs, run_id)) in ("SUCCESS", "FAILURE", "CANCELED") and s,

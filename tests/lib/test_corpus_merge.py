@@ -191,7 +191,9 @@ def test_canonical_is_highest_importance_then_newest_then_lowest_id(store: Memor
 
 
 def test_no_chains_every_member_is_in_the_band_of_its_canonical(store: MemoryStore) -> None:
-    # a ~ b and b ~ c at 0.9, but a . c = cos(2 * acos(0.9)) = 0.62: c must not ride along with a.
+    # a ~ b and b ~ c at 0.9, but a . c = cos(2 * acos(0.9)) = 0.62: c must not ride along with a. The
+    # band rule decides here: the calibrated judge would rightly call a and c (a rewording) duplicates.
+    store.settings = store.settings.replace(judge="rules")
     e1, e2 = np.eye(384)[0], np.eye(384)[1]
     theta = np.arccos(0.9)
     a = put(store, "The build uses cached wheels", e1, importance=0.9)
@@ -272,3 +274,37 @@ def test_apply_without_a_plan_id_never_picks_among_several_pending_plans(store: 
     assert apply_corpus_merge(store, "a", reviewed).merged == 1
     now = rows(store)
     assert now[m1]["superseded_by"] == c and now[late]["status"] == "active" and now[late]["version"] == 1
+
+
+def test_pairs_at_or_above_the_duplicate_threshold_are_merged_unless_they_contradict(store: MemoryStore) -> None:
+    # An earlier write let these through (an import, or thresholds changed since): no gap above the band.
+    b = topic(0)
+    keep = put(store, "The deploy runs every night at two", b, importance=0.9)
+    twin = put(store, "The deploy runs every night at two.", at_cosine(b, 0.99, 1))
+    b2 = topic(1)
+    put(store, "User lives in Berlin", b2)
+    put(store, "User lives in Munich", at_cosine(b2, 0.99, 2))
+    report = consolidate_corpus(store, "a")
+    assert report.judge.startswith("calibrated:")
+    (cluster,) = report.per_cluster
+    assert cluster["canonical_id"] == keep and [m["id"] for m in cluster["members"]] == [twin]
+    assert store.latest_plan("a", status="pending")["body"]["judge"] == report.judge
+
+
+def test_candidates_are_bounded_per_row() -> None:
+    import pyarrow as pa
+
+    from engram_pipeline.lifecycle.corpus_merge import nearest_per_row
+
+    # a star of 10 rows around "hub" and one far pair: each row keeps its 2 nearest, so the hub keeps 2 and
+    # the leaves keep their edge to the hub (their only one).
+    src = ["hub"] * 10 + ["x"]
+    dst = [f"l{i}" for i in range(10)] + ["y"]
+    pairs = pa.table(
+        {"src_id": src, "dst_id": dst, "score": pa.array([0.9 - i / 100 for i in range(10)] + [0.5], pa.float32())}
+    )
+    assert nearest_per_row(pairs, 2).num_rows == 11, "a pair among the nearest of either side is kept"
+    chain = pa.table({"src_id": ["a", "a", "a", "b", "b", "c"], "dst_id": ["b", "c", "d", "c", "d", "d"],
+                      "score": pa.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], pa.float32())})  # fmt: skip
+    kept = nearest_per_row(chain, 1).to_pylist()
+    assert {(r["src_id"], r["dst_id"]) for r in kept} == {("a", "b"), ("a", "c"), ("a", "d")}

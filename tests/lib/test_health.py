@@ -50,6 +50,7 @@ def test_health_counts_and_score(store):
 
 
 def test_duplicate_ratio_from_the_pending_merge_plan(store):
+    store.settings = store.settings.replace(judge="rules")  # the calibrated judge collapses "enjoys" at write time
     ids = [store.remember("a", t).memory["id"] for t in ("User likes jazz", "User enjoys jazz", "User owns a cat")]
     store.save_plan("a", {"clusters": [{"canonical": {"id": ids[0]}, "members": [{"id": ids[1]}]}]})
     report = health(store, "a", now=NOW)
@@ -64,3 +65,17 @@ def test_health_chart_writes_a_png(store, tmp_path):
     report = health_chart(store, "a", out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sum(report.tiers.values()) == report.visible
+
+
+def test_imported_near_duplicates_above_the_duplicate_threshold_count_without_a_plan(store):
+    # Import removes exact duplicates only and leaves the rest to the merge: health must still see them.
+    base = store.embed(["The deploy runs every night at two"])[0]
+    rows = []
+    for text in ("The deploy runs every night at two", "The deploy runs every night at two.", "User owns a cat"):
+        row = store.new_row("a", text)
+        row["vector"] = (base if "deploy" in text else store.embed([text])[0]).tolist()
+        rows.append(row)
+    store.insert_rows(rows)
+    report = health(store, "a", now=NOW)
+    assert report.duplicate_source == "graph"
+    assert report.duplicate_cluster_ratio == pytest.approx(2 / 3)

@@ -154,3 +154,18 @@ def test_different_number_near_duplicate_is_not_collapsed(tmp_path: Path, settin
     store.remember("a", "The flight leaves from gate 12", vector=base.tolist())
     result = store.remember("a", "The flight leaves from gate 21", vector=at_cosine(base, 0.99))
     assert result.outcome == "created"
+
+
+def test_a_rewording_collapses_by_the_merge_judge_but_episodes_keep_the_duplicate_threshold(
+    tmp_path: Path, settings: Settings
+) -> None:
+    store = MemoryStore.open(str(tmp_path / "store"), settings=settings)  # the hashing profile and judge
+    first = store.remember("a", "User lives in Berlin.").memory
+    again = store.remember("a", "I reside in Berlin")
+    assert again.outcome == "semantic_duplicate" and again.memory["id"] == first["id"]
+    (match,) = loads_metadata(again.memory)["duplicate_matches"]
+    assert match["content"] == "I reside in Berlin"
+    assert store.remember("a", "User lives in Munich.").outcome == "created", "a value swap is never folded"
+    # Two similar episodes are two occurrences: only the duplicate threshold folds them, as before.
+    store.remember("b", "User lives in Berlin.", kind="episodic")
+    assert store.remember("b", "I reside in Berlin", kind="episodic").outcome == "created"

@@ -1,0 +1,292 @@
+"""Judge a pair of memories: the same fact (``duplicate``), a ``contradiction``, or ``distinct``.
+
+Cosine similarity finds candidates; a judge decides. Every pass that folds one memory into another (write-time
+dedup in ``remember``, the corpus-merge plan) asks :func:`get_judge` for the store's judge and merges only the
+pairs it calls ``duplicate``. Two judges ship:
+
+- ``calibrated`` (default when the embedder ships weights, ``judges/<embedder>.json``): a logistic regression
+  over features of the pair (the embedder's cosine, content-token containment and Jaccard, stemmed Jaccard,
+  character-trigram Jaccard, length ratio, the share of words one side adds), trained by
+  ``bench/train_judge.py`` on the STS 2014-2015 files and reported on the held-out 2016 files. It takes
+  candidates from a lower cosine floor than the merge band (``floor`` in the weights file); a pair at or above
+  ``MEMORY_DUPLICATE_THRESHOLD`` without a veto is a duplicate whatever the model says, and so is a pair
+  whose texts assert the same claims (:func:`same_claims`: "User lives in Berlin" / "I reside in Berlin");
+- ``rules``: today's band rule (:func:`engram_pipeline.merge_guard.merge_decision`): cosine at least
+  ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD``, no hard veto, enough shared content. The fallback for embedders
+  without weights (``openai``) and for ``ENGRAM_JUDGE=rules``.
+
+Contradictions stay out whatever the judge: a candidate pair (cosine at least the judge's floor) that the
+contradiction rules or the merge guard's hard vetoes (:func:`engram_pipeline.merge_guard.conflict`:
+negation, numbers, dates, swapped values, opposites) call contradicting is a ``contradiction`` verdict and is
+never merged; below the floor a pair is ``distinct`` (another topic).
+
+No judge model (a cross-encoder or NLI model) ships inside a package on the registry this project installs
+from (see the README, "Embedders and thresholds"), so nothing here downloads or loads a model.
+
+>>> from engram_pipeline.settings import Settings
+>>> judge = RulesJudge(Settings(merge_threshold=0.7, duplicate_threshold=0.9))
+>>> [v.label for v in judge.judge([("User lives in Berlin", "The user lives in Berlin", 0.8),
+...                                ("User lives in Berlin", "User lives in Munich", 0.8)])]
+['duplicate', 'contradiction']
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from engram_pipeline.claims import _FAMILY, _stem, content_tokens, normalise_value, parse_claims
+from engram_pipeline.merge_guard import conflict, merge_decision
+from engram_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+LABELS = ("duplicate", "contradiction", "distinct")
+
+Pair = tuple[str, str, float]
+"""``(text_a, text_b, cosine)``: a candidate pair as the neighbour graph or a vector search found it."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's call on one pair: ``label`` in :data:`LABELS`, ``score`` (the judge's probability or the
+    cosine) and a reason a reviewer reads in the merge plan."""
+
+    label: str
+    score: float
+    reason: str
+
+    @property
+    def merge(self) -> bool:
+        return self.label == "duplicate"
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """What the passes need from a judge: a ``name`` (reported in plans), the lowest cosine it wants
+    candidates from (``floor``), and a verdict per pair, in order."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def floor(self) -> float: ...
+
+    def judge(self, pairs: Sequence[Pair]) -> list[Verdict]: ...
+
+
+class RulesJudge:
+    """The band rule: ``cosine >= merge_threshold``, no hard veto, containment (no upper gap: a pair at or
+    above the duplicate threshold is judged like any other, with the vetoes)."""
+
+    name = "rules"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    @property
+    def floor(self) -> float:
+        return self._settings.merge_threshold
+
+    def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
+        out = []
+        for a, b, cos in pairs:
+            veto = conflict(a, b) if cos >= self.floor else None  # below the floor: another topic
+            if veto is not None:
+                out.append(Verdict("contradiction", float(cos), f"veto: {veto}"))
+                continue
+            decision = merge_decision(a, b, cos, self._settings)
+            out.append(Verdict("duplicate" if decision.merge else "distinct", float(cos), decision.reason))
+        return out
+
+
+FEATURES = (
+    "cosine",
+    "containment",
+    "jaccard",
+    "stem_jaccard",
+    "char_trigram_jaccard",
+    "length_ratio",
+    "added_share_max",
+    "added_share_min",
+    "log_tokens_min",
+    "identical",
+    "cosine_x_containment",
+)
+
+
+def features(a: str, b: str, cosine: float) -> list[float]:
+    """The pair's features, in :data:`FEATURES` order (cheap: set operations on per-text tokens, cached)."""
+    (ta, sa, ca, na), (tb, sb, cb, nb) = _text(a), _text(b)
+    inter, union = len(ta & tb), len(ta | tb)
+    small, large = sorted((len(ta), len(tb)))
+    containment = inter / small if small else float(ta == tb)
+    added = sorted((len(ta - tb) / max(1, len(ta)), len(tb - ta) / max(1, len(tb))))
+    return [
+        float(cosine),
+        containment,
+        inter / union if union else 1.0,
+        len(sa & sb) / len(sa | sb) if sa | sb else 1.0,
+        len(ca & cb) / len(ca | cb) if ca | cb else 1.0,
+        small / large if large else 1.0,
+        added[1],
+        added[0],
+        math.log1p(small),
+        float(na == nb),
+        float(cosine) * containment,
+    ]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _text(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], str]:
+    """Content tokens, their stems, character trigrams and the normalised text (a text meets many pairs)."""
+    tokens = content_tokens(text)
+    normalised = normalise_value(text)
+    padded = f" {normalised} "
+    trigrams = frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
+    return tokens, frozenset(_stem(t) for t in tokens), trigrams, normalised
+
+
+def same_claims(a: str, b: str) -> bool:
+    """Both texts assert the same non-empty set of claims (:func:`engram_pipeline.claims.parse_claims`).
+
+    Subjects and values compare as stemmed content-token sets, relations by family (``lives in`` =
+    ``resides in``, ``likes`` ~ ``prefers``), and a copula reads both ways ("X is Y" = "Y is X").
+
+    >>> same_claims("User lives in Berlin.", "I reside in Berlin")
+    True
+    >>> same_claims("User lives in Berlin", "User lives in Bonn")
+    False
+    """
+    ka, kb = _claim_keys(a), _claim_keys(b)
+    return bool(ka) and ka == kb
+
+
+@functools.lru_cache(maxsize=65_536)
+def _claim_keys(text: str) -> frozenset[tuple[Any, ...]]:
+    keys: set[tuple[Any, ...]] = set()
+    for c in parse_claims(text):
+        subject, value = (frozenset(_stem(t) for t in content_tokens(x) if t != "user's") for x in (c.subject, c.value))
+        relation = _FAMILY.get(c.relation, c.relation)
+        if relation == "is":
+            keys.add((relation, frozenset((subject, value)), c.negated))
+        else:
+            keys.add((relation, subject, value, c.negated))
+    return frozenset(keys)
+
+
+class CalibratedJudge:
+    """Logistic regression over :func:`features`, with weights calibrated per embedder (see module doc).
+
+    ``doc`` is a weights file as ``bench/train_judge.py`` writes it: ``features``, ``mean``, ``scale``,
+    ``weights``, ``bias``, the decision ``threshold`` on the probability and the candidate ``floor``.
+    """
+
+    def __init__(self, doc: dict[str, Any], *, duplicate_threshold: float = 1.0) -> None:
+        if list(doc["features"]) != list(FEATURES):
+            raise ValueError(f"judge weights for {doc.get('embedder')!r} were trained on other features")
+        self.doc = doc
+        self._mean = np.asarray(doc["mean"], dtype=np.float64)
+        self._scale = np.asarray(doc["scale"], dtype=np.float64)
+        self._w = np.asarray(doc["weights"], dtype=np.float64)
+        self._b = float(doc["bias"])
+        self.threshold = float(doc["threshold"])
+        self._floor = float(doc["floor"])
+        self.duplicate_threshold = duplicate_threshold
+
+    @property
+    def name(self) -> str:
+        return f"calibrated:{self.doc['embedder']}"
+
+    @property
+    def floor(self) -> float:
+        return self._floor
+
+    def probabilities(self, pairs: Sequence[Pair]) -> np.ndarray:
+        """P(same fact) for each pair, ignoring the vetoes and the floor."""
+        if not pairs:
+            return np.zeros(0)
+        x = np.asarray([features(a, b, c) for a, b, c in pairs], dtype=np.float64)
+        z = ((x - self._mean) / self._scale) @ self._w + self._b
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+    def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
+        out = []
+        p = self.probabilities(pairs)
+        for (a, b, cos), prob in zip(pairs, p.tolist(), strict=True):
+            if cos < self._floor:  # another topic: its vetoes say nothing
+                out.append(Verdict("distinct", prob, f"below judge floor ({cos:.3f} < {self._floor})"))
+            elif (veto := conflict(a, b)) is not None:
+                out.append(Verdict("contradiction", prob, f"veto: {veto}"))
+            elif cos >= self.duplicate_threshold:
+                out.append(Verdict("duplicate", prob, f"duplicate ({cos:.3f} >= {self.duplicate_threshold})"))
+            elif same_claims(a, b):
+                out.append(Verdict("duplicate", prob, f"same claims (cosine {cos:.3f}, judge p={prob:.3f})"))
+            elif prob >= self.threshold:
+                out.append(Verdict("duplicate", prob, f"judge p={prob:.3f} >= {self.threshold} (cosine {cos:.3f})"))
+            else:
+                out.append(Verdict("distinct", prob, f"judge p={prob:.3f} < {self.threshold} (cosine {cos:.3f})"))
+        return out
+
+
+def load_weights(kind: str) -> dict[str, Any] | None:
+    """The calibrated judge weights shipped for embedder ``kind`` (``judges/<kind>.json``), or None."""
+    path = resources.files("engram_pipeline").joinpath("judges", f"{kind}.json")
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return doc
+
+
+@functools.cache
+def _calibrated(kind: str) -> CalibratedJudge | None:
+    doc = load_weights(kind)
+    return None if doc is None else CalibratedJudge(doc)
+
+
+def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
+    """The judge ``ENGRAM_JUDGE`` asks for: ``auto`` (calibrated when weights ship for the embedder, else
+    rules), ``calibrated`` (refused without weights) or ``rules``.
+
+    An explicitly set ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD`` becomes the calibrated judge's candidate floor;
+    a pair at or above ``MEMORY_DUPLICATE_THRESHOLD`` without a veto is a duplicate for every judge.
+    """
+    choice = settings.judge
+    if choice == "rules":
+        return RulesJudge(settings)
+    judge = _calibrated(embedder_kind) if embedder_kind else None
+    if judge is None:
+        if choice == "calibrated":
+            raise ValueError(f"ENGRAM_JUDGE=calibrated: no judge weights ship for embedder {embedder_kind!r}")
+        return RulesJudge(settings)
+    floor = settings.merge_threshold if "MEMORY_CONSOLIDATION_MERGE_THRESHOLD" in settings.explicit else judge.floor
+    return CalibratedJudge({**judge.doc, "floor": floor}, duplicate_threshold=settings.duplicate_threshold)
+
+
+def get_judge(store: MemoryStore) -> Judge:
+    """The judge of ``store`` (its settings and embedder)."""
+    return make_judge(store.settings, getattr(store.embedder, "kind", None))
+
+
+def same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple[str, str] | None = None) -> Verdict:
+    """The store's judge on one pair: write-time dedup collapses ``b`` into ``a`` when ``.merge`` holds.
+
+    ``kinds`` are the two rows' kinds. As in the corpus merge, the judge decides only between rows of one kind
+    that are not episodes (two similar episodes are two occurrences); other pairs collapse only at or above
+    ``MEMORY_DUPLICATE_THRESHOLD`` without a veto, as before the judge.
+    """
+    if kinds is not None and (kinds[0] != kinds[1] or "episodic" in kinds):
+        s = store.settings
+        if cosine >= s.duplicate_threshold and conflict(a, b) is None:
+            return Verdict("duplicate", cosine, f"duplicate ({cosine:.3f} >= {s.duplicate_threshold})")
+        return Verdict("distinct", cosine, f"{kinds[0]} / {kinds[1]}: below the duplicate threshold or vetoed")
+    return get_judge(store).judge([(a, b, cosine)])[0]

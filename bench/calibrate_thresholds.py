@@ -2,7 +2,8 @@
 
     python bench/calibrate_thresholds.py --embedder minilm [--write]
 
-Data: ``../shared/data/sts/*.tsv`` (``score<TAB>a<TAB>b``, 0-5, empty score skipped). The files are split,
+Data: ``bench/data/sts/*.tsv``, in the repository (its README names the source)
+(``score<TAB>a<TAB>b``, 0-5, empty score skipped). The files are split,
 once and for all, by year: **calibration** = every 2014-* and 2015-* file (4,500 labelled pairs);
 **held out** = every 2016-* file (1,186 pairs from five other sources: answers, headlines, plagiarism,
 post-editing, questions). Thresholds are chosen on calibration files only; every figure printed under
@@ -53,7 +54,7 @@ from engram_pipeline.embed import Embedder, EmbedderError, get_embedder, load_pr
 from engram_pipeline.merge_guard import MIN_CONTAINMENT, conflict, containment, is_duplicate, merge_decision  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 
-STS = ROOT.parent / "shared" / "data" / "sts"
+STS = ROOT / "bench" / "data" / "sts"  # the one place the calibration data is found (tests import it too)
 CALIBRATION_FILES = (
     "2014-headlines.tsv",
     "2014-images.tsv",

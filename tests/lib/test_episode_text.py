@@ -159,3 +159,19 @@ def test_logged_fixes_without_outcome_metadata_become_a_procedure(store: MemoryS
     assert report.procedures_created == 1
     [proc] = [r for r in store.list_memories("kim", kind="procedural")]
     assert proc["content"] == "When the linker error, a clean rebuild."
+
+
+def test_a_change_of_mind_after_a_belief_flags_the_older_one(store: MemoryStore) -> None:
+    from engram_pipeline.lifecycle.contradictions import detect_contradictions
+
+    for i, text in enumerate(("Kim: I use vim for everything", "Kim said she uses vim")):
+        episode(store, text, days=i)
+    consolidate(store, "kim", scope="full", now=T0 + timedelta(days=3))
+    assert list(beliefs(store)) == ["Kim uses vim."]
+    episode(store, "Kim: I switched from vim to emacs", days=10)
+    episode(store, "Kim said she uses emacs now", days=11)
+    consolidate(store, "kim", scope="full", now=T0 + timedelta(days=12))
+    detect_contradictions(store, "kim", now=T0 + timedelta(days=12))  # policy flag (the default)
+    derived = {r["content"]: r for r in store.list_memories("kim", kind="semantic") if r["source"] == "derived"}
+    assert set(derived) == {"Kim uses vim.", "Kim uses emacs."}
+    assert derived["Kim uses vim."]["status"] == derived["Kim uses emacs."]["status"] == "contradicted"

@@ -96,21 +96,17 @@ def _error(status: int, detail: str, **extra: Any) -> JSONResponse:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(InvalidInput)
-    async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
-        return _error(422, str(exc))
-
-    @app.exception_handler(MemoryNotFound)
-    async def not_found(_: Request, exc: MemoryNotFound) -> JSONResponse:
-        return _error(404, str(exc))
-
-    @app.exception_handler(PlanNotFound)
-    async def plan_not_found(_: Request, exc: PlanNotFound) -> JSONResponse:
-        return _error(404, str(exc))
-
-    @app.exception_handler(UnknownAgent)
-    async def unknown_agent(_: Request, exc: UnknownAgent) -> JSONResponse:
-        return _error(404, str(exc))
+    # Errors answered with a status and their own message, nothing else: one table, one handler.
+    plain: tuple[tuple[type[Exception], int], ...] = (
+        (InvalidInput, 422),
+        (MemoryNotFound, 404),
+        (PlanNotFound, 404),
+        (UnknownAgent, 404),
+        (NothingToRestore, 409),
+        (PassUnavailable, 501),
+    )
+    for error, status in plain:
+        app.add_exception_handler(error, _plain_handler(status))
 
     @app.exception_handler(VersionConflict)
     async def conflict(_: Request, exc: VersionConflict) -> JSONResponse:
@@ -118,19 +114,18 @@ def _add_error_handlers(app: FastAPI) -> None:
             return _error(404, f"memory {exc.memory_id!r} no longer exists")
         return _error(409, str(exc), current_version=exc.current)
 
-    @app.exception_handler(NothingToRestore)
-    async def nothing_to_restore(_: Request, exc: NothingToRestore) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(PassUnavailable)
-    async def unavailable(_: Request, exc: PassUnavailable) -> JSONResponse:
-        return _error(501, str(exc))
-
     @app.exception_handler(RequestValidationError)
     async def validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [_plain_error(e) for e in exc.errors()]
         detail = "; ".join(f"{e['loc']}: {e['msg']}" if e["loc"] else e["msg"] for e in errors)
         return _error(422, detail or "invalid request", errors=errors)
+
+
+def _plain_handler(status: int) -> Any:
+    async def handler(_: Request, exc: Exception) -> JSONResponse:
+        return _error(status, str(exc))
+
+    return handler
 
 
 def _plain_error(error: Any) -> dict[str, Any]:

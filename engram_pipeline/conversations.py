@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram_pipeline.claims import normalise_value, same_value
+from engram_pipeline.lifecycle.beliefs import family
 from engram_pipeline.model import loads_metadata
 
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
@@ -153,10 +154,9 @@ def belief_match(label: tuple[str, str, str, bool], row: dict[str, Any]) -> bool
     parts = str(loads_metadata(row).get("belief_key", "")).split("|")
     if len(parts) != 4:
         return False
-    family = {"based_in": "lives_in", "prefers": "likes"}.get(relation, relation)
     return (
         parts[0] == subject
-        and parts[1] in (relation, family)
+        and parts[1] == family(relation)
         and (parts[3] == "-") == negated
         and same_value(normalise_value(parts[2]), value)
     )

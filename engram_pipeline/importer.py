@@ -194,7 +194,7 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
             seen_hash.add(row["content_hash"])
             fresh.append((n, row))
     # Against the store, in two batched reads: content already there, and ids taken by other content.
-    hashes = _existing_hashes(store, [r["content_hash"] for _, r in fresh])
+    hashes = store.existing_hashes([r["content_hash"] for _, r in fresh])
     taken = {
         r["id"]: r["content_hash"] for r in store.get_many([r["id"] for _, r in fresh], columns=["id", "content_hash"])
     }
@@ -208,17 +208,6 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
         out.append(row)
     errors.sort(key=lambda e: e.line)
     return out, len(rows) - len(out), errors
-
-
-def _existing_hashes(store: MemoryStore, hashes: list[str]) -> set[str]:
-    from engram_pipeline.store.sql import in_list
-
-    found: set[str] = set()
-    for start in range(0, len(hashes), 1000):
-        chunk = hashes[start : start + 1000]
-        table = store.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"]).limit(None)
-        found.update(table.to_arrow()["content_hash"].to_pylist())
-    return found
 
 
 def _parse(item: Any) -> dict[str, Any]:

@@ -94,7 +94,7 @@ def test_apply_without_plan_id_refuses_several_pending_plans_and_names_them(cli,
 
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     ids = reviewed_plan_then_late_duplicate(store, "alice")
-    before = (store.memories.version, store.plans.count_rows())
+    before = (store.memories.version, store.plans.table.count_rows())
     several = cli("consolidate-corpus", "--agent", "alice", "--apply")
     assert several.exit_code == 1 and "2 pending corpus-merge plans" in several.stderr
     assert ids["reviewed"] in several.stderr and ids["later"] in several.stderr
@@ -102,7 +102,7 @@ def test_apply_without_plan_id_refuses_several_pending_plans_and_names_them(cli,
     assert unknown.exit_code == 1 and unknown.stderr.strip().splitlines() == [
         "error: no corpus-merge plan 'plan-nope'; a dry run of the corpus merge stores one and returns its id"
     ]
-    assert (store.memories.version, store.plans.count_rows()) == before  # nothing applied
+    assert (store.memories.version, store.plans.table.count_rows()) == before  # nothing applied
     applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", ids["reviewed"], json_=True))
     assert applied[0]["report"]["merged"] == 1 and merged_as_reviewed(store, ids)
 

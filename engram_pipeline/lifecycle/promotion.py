@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
+from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
 
@@ -233,11 +233,5 @@ def _apply_batch(
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:
     """Re-read rows (dicts) as a frame of :data:`COLUMNS` with the table's types."""
-    ts = pl.Datetime("us", "UTC")
-    schema: dict[str, Any] = {
-        "id": pl.String, "version": pl.Int64, "tier": pl.String, "content": pl.String,
-        "tags": pl.List(pl.String), "pinned": pl.Boolean, "access_count": pl.Int64, "created_at": ts,
-        "last_accessed_at": ts, "expires_at": ts, "status": pl.String, "superseded_by": pl.String,
-        "metadata": pl.String,
-    }  # fmt: skip
+    schema = polars_schema(COLUMNS)
     return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema, orient="row")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Literal
+from typing import Any
 
-from engram_pipeline.model import PLAN_SCHEMA, rows_to_table, utcnow
+from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.sql import eq
 
-PlanStatus = Literal["pending", "applied"]
 Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
 
 

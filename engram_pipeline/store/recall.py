@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engram_pipeline.model import CONFIDENCE_TIERS, Memory, utcnow
+from engram_pipeline.model import CONFIDENCE_TIERS, INTERNAL_COLUMNS, Memory, utcnow
 from engram_pipeline.scoring import significance
 from engram_pipeline.store.errors import InvalidInput
 from engram_pipeline.store.sql import eq, lit
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 MAX_K = 100
 # What ``with_vectors=False`` leaves out: the vector, and the CAS write token no reader uses. Every column
 # read costs recall about 0.15 ms at 100k rows (``bench/bench_recall_latency.py``).
-_NOT_SERVED = ("vector", "write_token")
+_NOT_SERVED = INTERNAL_COLUMNS
 
 
 MAX_EVIDENCE = 10

@@ -28,7 +28,6 @@ from engram_pipeline.model import (
     LINK_SCHEMA,
     META_SCHEMA,
     PLAN_SCHEMA,
-    SCHEMA_VERSION,
     STATUSES,
     Memory,
     memory_schema,
@@ -39,9 +38,10 @@ from engram_pipeline.store import access_log, cas, edits, maintenance, write_pat
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
 from engram_pipeline.store.audit import AuditEvent, AuditLog
 from engram_pipeline.store.cursors import Cursors
-from engram_pipeline.store.errors import EmbedderMismatch, InvalidInput, MemoryNotFound, StoreNotFound
+from engram_pipeline.store.errors import MemoryNotFound, StoreNotFound
 from engram_pipeline.store.links import Link, Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES
+from engram_pipeline.store.meta import check_meta
 from engram_pipeline.store.plans import Plan, Plans, PlanStatus
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
@@ -68,7 +68,7 @@ class MemoryStore:
         self.memory_schema = memory_schema(embedder.dimension)
         existing = set(db.list_tables().tables)
         self.meta = self._table("meta", META_SCHEMA, existing)
-        self._check_meta()
+        check_meta(self.meta, uri=uri, embedder=embedder.name, dimension=embedder.dimension)
         self.memories = self._table("memories", self.memory_schema, existing)
         self.links = Links(self._table("links", LINK_SCHEMA, existing))
         self.audit = AuditLog(self._table("audit", AUDIT_SCHEMA, existing), self.memory_schema)
@@ -115,28 +115,6 @@ class MemoryStore:
         if name in existing:
             return self.db.open_table(name)
         return self.db.create_table(name, schema=schema, exist_ok=True)
-
-    def _check_meta(self) -> None:
-        rows = {r["key"]: r["value"] for r in self.meta.to_arrow().to_pylist()}
-        name, dim = self.embedder.name, self.embedder.dimension
-        if "embedder" not in rows:
-            table = rows_to_table(
-                [
-                    {"key": "schema_version", "value": str(SCHEMA_VERSION)},
-                    {"key": "embedder", "value": name},
-                    {"key": "dimension", "value": str(dim)},
-                ],
-                META_SCHEMA,
-            )
-            cas._with_retry(lambda: self.meta.merge_insert("key").when_not_matched_insert_all().execute(table))
-            rows = {r["key"]: r["value"] for r in self.meta.to_arrow().to_pylist()}
-        if rows["embedder"] != name or int(rows["dimension"]) != dim:
-            raise EmbedderMismatch(self.uri, rows["embedder"], int(rows["dimension"]), name, dim)
-        if int(rows.get("schema_version", SCHEMA_VERSION)) != SCHEMA_VERSION:
-            raise InvalidInput(
-                f"the store at {self.uri} has schema version {rows['schema_version']}; "
-                f"this release reads version {SCHEMA_VERSION}"
-            )
 
     def tables(self) -> dict[str, Any]:
         """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules)."""
@@ -240,10 +218,10 @@ class MemoryStore:
     def counts_by_status(self) -> dict[str, dict[str, int]]:
         """``{agent_id: {status: rows}}`` over the whole store (statuses without rows left out)."""
         table = self.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
+        grouped = table.group_by(["agent_id", "status"]).aggregate([([], "count_all")])
         counts: dict[str, dict[str, int]] = {}
-        for agent_id, status in zip(table["agent_id"].to_pylist(), table["status"].to_pylist(), strict=True):
-            by_status = counts.setdefault(agent_id, {})
-            by_status[status] = by_status.get(status, 0) + 1
+        for row in grouped.to_pylist():
+            counts.setdefault(row["agent_id"], {})[row["status"]] = int(row["count_all"])
         return counts
 
     def memories_version(self) -> int:

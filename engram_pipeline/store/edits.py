@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
+from engram_pipeline.model import (
+    Kind,
+    Memory,
+    Outcome,
+    Source,
+    Tier,
+    dumps_metadata,
+    loads_metadata,
+    rows_to_table,
+    utcnow,
+)
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.cas import Change, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
@@ -22,10 +32,23 @@ from engram_pipeline.store.sql import at_versions, lit
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
-# Columns a caller may change through ``update``; the rest belong to the store or to passes.
-UPDATABLE = frozenset(
-    {"content", "tags", "importance", "confidence", "pinned", "kind", "tier", "outcome", "metadata", "source"}
-)
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``update`` may change; the other columns belong to the store or to passes."""
+
+    content: str
+    tags: Sequence[str]
+    importance: float
+    confidence: float
+    pinned: bool
+    kind: Kind
+    tier: Tier
+    outcome: Outcome | None  # None clears it
+    metadata: dict[str, Any]  # replaces the whole object
+    source: Source
+
+
+UPDATABLE = frozenset(MemoryChanges.__annotations__)
 
 
 def _conflict(store: MemoryStore, memory_id: str, expected: int) -> VersionConflict:
@@ -41,7 +64,7 @@ def update(
     expected_version: int,
     actor: str = "library",
     agent_id: str | None = None,
-    **changes: Any,
+    **changes: Unpack[MemoryChanges],
 ) -> Memory:
     """Change fields of one memory if it is still at ``expected_version``; raises :class:`VersionConflict`.
 
@@ -74,12 +97,11 @@ def update(
         confidence=changes.get("confidence"),
     )
     change: Change = {"id": memory_id, "version": expected_version}
-    for key, value in changes.items():
-        if key == "metadata":
-            value = dumps_metadata(value)
-        elif key == "tags":
-            value = probe["tags"]
-        change[key] = value
+    change.update(changes)
+    if "metadata" in changes:
+        change["metadata"] = dumps_metadata(changes["metadata"])
+    if "tags" in changes:
+        change["tags"] = probe["tags"]
     if "content" in changes:
         change["content_hash"] = probe["content_hash"]
         change["vector"] = store._vector_for(changes["content"], None)

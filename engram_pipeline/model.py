@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SCHEMA_VERSION = 1
 
@@ -26,7 +27,10 @@ OUTCOMES = ("success", "failure")
 STATUSES = ("active", "stale", "contradicted", "superseded", "archived")
 LINK_RELS = ("duplicate-of", "contradicts", "derived-from", "supersedes")
 
-# Initial confidence by provenance (issue 4); anything else starts at 0.5.
+# What a row whose ``confidence`` is null is taken to have, everywhere a confidence is read; see
+# :func:`confidence_of` (a row) and :func:`confidences` (a column). A real 0.0 stays 0.0.
+DEFAULT_CONFIDENCE = 0.5
+# Initial confidence by provenance (issue 4); anything else starts at DEFAULT_CONFIDENCE.
 SOURCE_CONFIDENCE = {"user": 0.9, "tool": 0.8, "agent": 0.72, "derived": 0.5, "inferred": 0.4}
 
 TS = pa.timestamp("us", tz="UTC")
@@ -215,6 +219,26 @@ CONFIDENCE_TIERS: dict[str, tuple[float, float, bool]] = {
     "cold": (0.40, 0.70, False),
     "archive": (0.0, 0.40, False),
 }
+
+
+def confidence_of(row: Memory) -> float:
+    """A row's confidence, :data:`DEFAULT_CONFIDENCE` when it has none.
+
+    >>> confidence_of({"confidence": None}), confidence_of({"confidence": 0.0})
+    (0.5, 0.0)
+    """
+    value = row.get("confidence")
+    return DEFAULT_CONFIDENCE if value is None else float(value)
+
+
+def confidences(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A ``confidence`` column as float64, nulls as :data:`DEFAULT_CONFIDENCE`.
+
+    >>> confidences(pa.array([None, 0.0, 0.9])).tolist()
+    [0.5, 0.0, 0.9]
+    """
+    filled = pc.fill_null(column, DEFAULT_CONFIDENCE)
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def confidence_tier(confidence: float) -> str:

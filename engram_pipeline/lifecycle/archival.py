@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.retention import holders
-from engram_pipeline.model import Memory, utcnow
+from engram_pipeline.model import Memory, confidence_of, utcnow
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -54,7 +54,7 @@ def archive_faded(
             if r["status"] not in ("superseded", "archived")
             and not r.get("superseded_by")
             and not r.get("pinned")
-            and (r["confidence"] if r["confidence"] is not None else 0.5) < floor
+            and confidence_of(r) < floor
             and held is not None
             and held.may_archive(r["id"])
         ]

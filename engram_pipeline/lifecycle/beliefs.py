@@ -38,7 +38,7 @@ from engram_pipeline.claims import Claim, same_value
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
-from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 
 if TYPE_CHECKING:
@@ -413,7 +413,7 @@ def _reinforcement(row: Memory, support: set[str], now: datetime) -> dict[str, A
     return {
         "id": row["id"],
         "version": row["version"],
-        "confidence": reinforce(float(row["confidence"] if row["confidence"] is not None else 0.5)),
+        "confidence": reinforce(confidence_of(row)),
         "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
         "metadata": dumps_metadata(meta),
     }

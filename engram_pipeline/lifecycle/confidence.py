@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from engram_pipeline.lifecycle._common import PassCursor
 from engram_pipeline.lifecycle.retention import holders
-from engram_pipeline.model import Memory
+from engram_pipeline.model import Memory, confidence_of, confidences
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def plan_decay(
     ``archivable`` (aligned with ``frame``) the rows the retention policy lets go (default: all)."""
     ids = frame["id"].combine_chunks()
     n = frame.num_rows
-    conf = pc.fill_null(frame["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(np.float64)
+    conf = confidences(frame["confidence"])
     comp = np.zeros(n)
     if graph is not None and n > 1:
         i, j, sim = graph_indices(ids, graph)
@@ -293,7 +293,7 @@ def _fresh_change(row: Memory, comp: float, now: datetime, rate: float) -> dict[
     elapsed = max(0.0, (now - ref).total_seconds() / 86_400.0)
     if elapsed <= 0:
         return None
-    conf = 0.5 if row.get("confidence") is None else float(row["confidence"])
+    conf = confidence_of(row)
     if not row.get("pinned"):
         conf = float(decayed(np.array([conf]), np.array([comp]), np.array([elapsed]), rate=rate)[0])
     return {"id": row["id"], "version": row["version"], "confidence": conf, "decayed_at": now}

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, utcnow
+from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
 from engram_pipeline.store.access_log import overlay_pending
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
     visible = ~superseded & ~archived
     vis = rows.filter(pa.array(visible))
     n = vis.num_rows
-    conf = pc.fill_null(vis["confidence"], 0.5).to_numpy(zero_copy_only=False)
+    conf = confidences(vis["confidence"])
     tiers = {t: 0 for t in CONFIDENCE_TIERS}
     for c in conf:
         tiers[confidence_tier(float(c))] += 1
@@ -173,7 +173,7 @@ def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:
     from engram_pipeline.lifecycle.confidence import VISIBLE
 
     table = store.scan(agent_id, columns=["confidence"], where=VISIBLE)
-    return pc.fill_null(table["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(float)
+    return confidences(table["confidence"])
 
 
 def render_health_chart(report: HealthReport, confidences: Any, path: str | Path) -> Path:

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
 
 from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy
 from engram_pipeline.model import Memory, utcnow
@@ -102,6 +103,7 @@ class PassCursor:
             "resumed": 0,
             "memories_version": store.memories.version,
         }
+        state["started_version"] = state["memories_version"]
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
         return cursor
@@ -145,6 +147,29 @@ class PassCursor:
         if self.lease is not None:
             self.lease.check()
         self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+
+    def record(self, **counts: int) -> None:
+        """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
+        killed attempt wrote), so that a later resume counts only from here."""
+        self.state["memories_version"] = self.store.memories.version
+        totals = self.state.setdefault("counts", {})
+        for key, value in counts.items():
+            totals[key] = int(totals.get(key, 0)) + int(value)
+        if self.lease is not None:
+            self.lease.check()
+        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+
+    def at_start(self, columns: list[str], where: str | None = None) -> pa.Table | None:
+        """On a resumed run, the agent's rows (``columns``) as they were when the run began, so that what the
+        run decides from the whole corpus (say, competition between neighbours) is what its first attempt
+        decided. None on a run that was not resumed, or when that table version is no longer kept."""
+        version = self.state.get("started_version")
+        if not self.state.get("resumed") or version is None:
+            return None
+        try:
+            return self.store.scan(self.agent_id, columns=columns, where=where, version=int(version))
+        except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
+            return None
 
     def finish(self, **summary: Any) -> dict[str, Any]:
         """Mark the run done, give the lease back, and return the cursor summary a report carries."""

@@ -127,6 +127,12 @@ class PassCursor:
         return str(self.state["run_id"])
 
     @property
+    def started_version(self) -> int | None:
+        """The ``memories`` table version when the run began (its first attempt)."""
+        version = self.state.get("started_version")
+        return None if version is None else int(version)
+
+    @property
     def after(self) -> str | None:
         return self.state.get("after")
 
@@ -163,11 +169,11 @@ class PassCursor:
         """On a resumed run, the agent's rows (``columns``) as they were when the run began, so that what the
         run decides from the whole corpus (say, competition between neighbours) is what its first attempt
         decided. None on a run that was not resumed, or when that table version is no longer kept."""
-        version = self.state.get("started_version")
+        version = self.started_version
         if not self.state.get("resumed") or version is None:
             return None
         try:
-            return self.store.scan(self.agent_id, columns=columns, where=where, version=int(version))
+            return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
         except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
             return None
 

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
 from engram_pipeline.store.access_log import overlay_pending
 
@@ -158,9 +159,7 @@ def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph:
     if graph is None and len(visible) > GRAPH_MAX_ROWS:
         return set(), "none"
     if graph is None:
-        from engram_pipeline.lifecycle.confidence import default_graph
-
-        graph = default_graph(store, agent_id, floor=store.settings.merge_threshold)
+        graph = agent_graph(store, agent_id)
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
     # No upper bound: a pair at or above the duplicate threshold that a write let through is a duplicate too.
     band = table.filter(pc.greater_equal(table["score"], store.settings.merge_threshold))

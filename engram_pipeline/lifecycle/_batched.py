@@ -38,10 +38,11 @@ class Recount:
 
     ``count(before, now)`` gets the agent's rows after the cursor (``columns``, plus ``id``) as they were when
     the last recorded batch ended and as they are now, and returns the counts of the writes in between that
-    are this run's (say, rows stamped with the run's ``now``)."""
+    are this run's (say, rows stamped with the run's ``now``), and, for a pass that records them, those rows'
+    outcomes (a :class:`BatchResult`)."""
 
     columns: Sequence[str]
-    count: Callable[[pl.DataFrame, pl.DataFrame], Mapping[str, int]]
+    count: Callable[[pl.DataFrame, pl.DataFrame], Mapping[str, int] | BatchResult]
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,15 @@ def run_batched(
     """
     totals = dict.fromkeys(counts, 0)
     _add(totals, cursor.counts)
-    if recount is not None and (unrecorded := cursor.unrecorded(list(recount.columns))) is not None:
-        found = {k: int(v) for k, v in recount.count(*unrecorded).items() if v}
-        if found:
-            cursor.record(**found)
-            _add(totals, found)
     outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
+    if recount is not None and (unrecorded := cursor.unrecorded(list(recount.columns))) is not None:
+        counted = recount.count(*unrecorded)
+        found = counted if isinstance(counted, BatchResult) else BatchResult(counted)
+        if any(found.counts.values()) or found.outcome:
+            outcome.update(found.outcome)
+            cursor.state["outcome"] = outcome
+            cursor.record(**{k: int(v) for k, v in found.counts.items() if v})
+            _add(totals, found.counts)
     todo = work.sort(key)
     if cursor.after is not None:
         todo = todo.filter(pl.col(key) > cursor.after)
@@ -115,23 +119,35 @@ def write_decided(
     decided: pl.DataFrame,
     commit: Callable[[pl.DataFrame], Written],
     redecide: Callable[[list[Memory]], pl.DataFrame],
-) -> dict[str, int]:
+    *,
+    record: Iterable[str] = (),
+) -> BatchResult:
     """Commit ``decided`` (``commit`` writes it through the batched compare-and-set at the versions read); re-read
     the rows that missed, ``redecide`` them and commit once more. Returns the counts, ``skipped_concurrent_edit``
-    being the rows that moved again or vanished."""
+    being the rows that moved again or vanished, and, as each row's outcome, the ids counted by the counters
+    named in ``record``."""
+    keep = set(record)
+    counts: dict[str, int] = {}
+    outcome: dict[str, str] = {}
+
+    def tally(written: Written) -> None:
+        for k, ids in written.applied.items():
+            counts[k] = counts.get(k, 0) + len(ids)
+            if k in keep:
+                outcome.update(dict.fromkeys(ids, k))
+
     first = commit(decided)
-    counts = {k: len(v) for k, v in first.applied.items()}
+    tally(first)
     skipped = 0
     if first.missed:
         fresh = store.get_many(list(first.missed))
         skipped = len(first.missed) - len(fresh)
         if fresh:
             second = commit(redecide(fresh))
-            for k, v in second.applied.items():
-                counts[k] = counts.get(k, 0) + len(v)
+            tally(second)
             skipped += len(second.missed)
     counts["skipped_concurrent_edit"] = counts.get("skipped_concurrent_edit", 0) + skipped
-    return counts
+    return BatchResult(counts, outcome)
 
 
 def _add(totals: dict[str, int], counts: Mapping[str, int]) -> None:

@@ -177,11 +177,18 @@ def _contradictions() -> Callable[..., Any]:
     return detect_contradictions
 
 
+def _archive() -> Callable[..., Any]:
+    from engram_pipeline.lifecycle.archival import archive_faded
+
+    return archive_faded
+
+
 # Passes run as ``COMMAND URI AGENT NOW BATCH_SIZE``.
 PASSES: dict[str, Callable[[], Callable[..., Any]]] = {
     "promote": _promote,
     "decay_confidence": _decay_confidence,
     "contradictions": _contradictions,
+    "archive": _archive,
 }
 
 

@@ -1,7 +1,8 @@
 """What every lifecycle pass shares: run ids, reading an agent as a polars frame, and resumable cursors.
 
 A pass reads one agent's rows column-wise, computes its changes with polars/numpy, and writes them through
-the store's batched compare-and-set in batches ordered by id. After each batch it advances its cursor
+the store's batched compare-and-set in batches ordered by id (the loop is
+:func:`engram_pipeline.lifecycle._batched.run_batched`). After each batch it advances its cursor
 (``cursors`` table, key ``<pass>/<agent>``). A run that was killed leaves an unfinished cursor; the next run
 of that pass for that agent resumes after the last committed id **with the same ``now``**, so the end state
 equals that of an uninterrupted run, and rows already written are not written again (their version moved,
@@ -20,7 +21,6 @@ from __future__ import annotations
 import sys
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,13 +29,13 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy
-from engram_pipeline.model import Memory, utcnow
+from engram_pipeline.model import utcnow
 from engram_pipeline.store.sql import lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "delete_rechecked", "new_run_id"]
+__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id"]
 
 
 def new_run_id(pass_name: str) -> str:
@@ -136,12 +136,6 @@ class PassCursor:
     def after(self) -> str | None:
         return self.state.get("after")
 
-    def batches(self, ids: list[str], size: int) -> Iterator[list[str]]:
-        """The sorted ``ids`` not yet done, in batches of ``size``."""
-        todo = sorted(i for i in ids if self.after is None or i > self.after)
-        for start in range(0, len(todo), size):
-            yield todo[start : start + size]
-
     def advance(self, last_id: str, **counts: int) -> None:
         """Record that every id up to ``last_id`` is done (call after the batch's commit)."""
         self.state["after"] = last_id
@@ -213,31 +207,3 @@ class PassCursor:
     def counts(self) -> dict[str, int]:
         """Counts accumulated by earlier (killed) attempts of this run, to add to this attempt's."""
         return dict(self.state.get("counts", {}))
-
-
-def delete_rechecked(
-    store: MemoryStore,
-    expected: dict[str, int],
-    *,
-    recheck: Callable[[list[Memory]], dict[str, int]],
-    actor: str,
-    action: str,
-    run_id: str | None = None,
-) -> tuple[list[str], list[str]]:
-    """Delete rows still at their ``expected`` versions (audited pre-images, one commit), re-reading the
-    misses once: ``recheck(fresh_rows)`` returns ``{id: version}`` of those that should still go.
-
-    Returns ``(deleted ids, skipped ids)``; skipped are rows that moved again, or vanished, in between.
-    A re-read row that ``recheck`` leaves out no longer qualifies and is neither.
-    """
-    if not expected:
-        return [], []
-    first = store.cas_delete(expected, actor=actor, action=action, run_id=run_id)
-    deleted = list(first.applied)
-    misses = list(first.skipped_concurrent_edit)
-    if not misses:
-        return deleted, []
-    fresh = store.get_many(misses)
-    gone = sorted(set(misses) - {r["id"] for r in fresh})
-    again = store.cas_delete(recheck(fresh), actor=actor, action=action, run_id=run_id)
-    return deleted + list(again.applied), gone + list(again.skipped_concurrent_edit)

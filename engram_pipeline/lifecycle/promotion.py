@@ -15,7 +15,10 @@ One pass over one agent's short-term rows, decided column-wise at the run's ``no
 
 Writes go through the store's batched compare-and-set (a row edited meanwhile is re-read and re-decided once;
 one that moved again is counted in ``skipped_concurrent_edit``); a row found already promoted when re-read
-counts as ``skipped``. The pass keeps a :class:`PassCursor` and is idempotent: a second run writes nothing.
+counts as ``skipped``. The pass keeps a :class:`PassCursor` and is idempotent: a second run writes nothing. A
+killed run resumes with the same ``now`` and reports the whole run: it counts what its killed attempt promoted,
+collapsed or expired after the last recorded batch, and writes the ``duplicate-of`` link of a collapse whose
+attempt died before its links commit.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.sql import eq
+from engram_pipeline.store.sql import eq, in_list
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -91,11 +91,20 @@ def promote_stm(
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now, run_id = cursor.now, cursor.run_id
     stm = agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'")
+    # A resumed run looks for LTM duplicates among the rows that were LTM when the run began, as its first
+    # attempt did: a row that attempt promoted is no duplicate to collapse into.
+    started = cursor.at_start(["id"], "tier = 'stm'")
     commit = partial(_commit, store, agent_id, now=now, run_id=run_id)
     redecide = partial(_redecide, now=now, settings=settings)
     run = run_batched(
         cursor,
-        _plan(store, agent_id, eligible(stm, now=now, settings=settings), now=now),
+        _plan(
+            store,
+            agent_id,
+            eligible(stm, now=now, settings=settings),
+            now=now,
+            not_ltm=[] if started is None else started["id"].to_pylist(),
+        ),
         lambda batch: write_decided(store, batch, commit, lambda fresh: redecide(fresh, batch)),
         size=batch_size or settings.decay_batch_size,
         counts=COUNTS,
@@ -106,14 +115,14 @@ def promote_stm(
     return PromotionReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
 
 
-def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame, *, now: datetime) -> pl.DataFrame:
+def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame, *, now: datetime, not_ltm: list[str]) -> pl.DataFrame:
     """Add ``action`` (promote / collapse / quota / expire / relink / null) and the LTM duplicate of each row;
     ``planned`` is the action as first decided (a re-read row keeps it, see :func:`_redecide`).
 
     ``relink``: a row this run already collapsed (a killed attempt of it) gets its ``duplicate-of`` link again
-    if that attempt died before writing it."""
+    if that attempt died before writing it. ``not_ltm``: rows never to take as an LTM duplicate."""
     settings = store.settings
-    dup_id, dup_score = _ltm_duplicates(store, agent_id, df.filter(pl.col("eligible"))["id"].to_list())
+    dup_id, dup_score = _ltm_duplicates(store, agent_id, df.filter(pl.col("eligible"))["id"].to_list(), not_ltm)
     df = df.with_columns(
         pl.col("id").replace_strict(dup_id, default=None, return_dtype=pl.String).alias("duplicate_of"),
         pl.col("id").replace_strict(dup_score, default=None, return_dtype=pl.Float64).alias("duplicate_score"),
@@ -149,7 +158,9 @@ def _collapsed_at(now: datetime) -> pl.Expr:
     )
 
 
-def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[dict[str, str], dict[str, float]]:
+def _ltm_duplicates(
+    store: MemoryStore, agent_id: str, ids: list[str], not_ltm: list[str]
+) -> tuple[dict[str, str], dict[str, float]]:
     """For each row in ``ids``, its nearest visible LTM row of the agent when at or above the duplicate
     threshold: one multi-vector query for all of them, not one per row."""
     if not ids:
@@ -160,7 +171,10 @@ def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[
     hits = (
         store.memories.search([r["vector"] for r in rows])
         .metric("cosine")
-        .where(f"{eq('agent_id', agent_id)} AND {VISIBLE_LTM}", prefilter=True)
+        .where(
+            f"{eq('agent_id', agent_id)} AND {VISIBLE_LTM}" + (f" AND id NOT IN {in_list(not_ltm)}" if not_ltm else ""),
+            prefilter=True,
+        )
         .select(["id", "_distance"])
         .limit(1)
         .to_arrow()

@@ -44,7 +44,8 @@ def seed_promotion(store: MemoryStore) -> None:
         base = topic(500 + i)
         kind = i % 4
         recent = NOW - timedelta(minutes=5)
-        if kind == 0:  # earned promotion
+        if kind == 0:  # earned promotion; two by two alike, so a row promoted earlier in the run is no LTM duplicate
+            base = topic(500 + i // 8 * 8)
             row = store.new_row("a", f"We decided to deploy service {i} on Fridays", tier="stm", access_count=5,
                                 last_accessed_at=recent, created_at=NOW - timedelta(hours=2))  # fmt: skip
         elif kind == 1:  # expired

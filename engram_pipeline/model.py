@@ -20,6 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SCHEMA_VERSION = 1
 
@@ -38,7 +39,10 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 STATUSES: tuple[Status, ...] = get_args(Status)
 LINK_RELS: tuple[LinkRel, ...] = get_args(LinkRel)
 
-# Initial confidence by provenance (issue 4); anything else starts at 0.5.
+# What a row whose ``confidence`` is null is taken to have, everywhere a confidence is read; see
+# :func:`confidence_of` (a row) and :func:`confidences` (a column). A real 0.0 stays 0.0.
+DEFAULT_CONFIDENCE = 0.5
+# Initial confidence by provenance (issue 4); anything else starts at DEFAULT_CONFIDENCE.
 SOURCE_CONFIDENCE = {"user": 0.9, "tool": 0.8, "agent": 0.72, "derived": 0.5, "inferred": 0.4}
 
 TS = pa.timestamp("us", tz="UTC")
@@ -298,6 +302,26 @@ def _tier_ranges() -> dict[str, TierRange]:
 
 
 CONFIDENCE_TIERS: dict[str, TierRange] = _tier_ranges()
+
+
+def confidence_of(row: Memory) -> float:
+    """A row's confidence, :data:`DEFAULT_CONFIDENCE` when it has none.
+
+    >>> confidence_of({"confidence": None}), confidence_of({"confidence": 0.0})
+    (0.5, 0.0)
+    """
+    value = row.get("confidence")
+    return DEFAULT_CONFIDENCE if value is None else float(value)
+
+
+def confidences(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A ``confidence`` column as float64, nulls as :data:`DEFAULT_CONFIDENCE`.
+
+    >>> confidences(pa.array([None, 0.0, 0.9])).tolist()
+    [0.5, 0.0, 0.9]
+    """
+    filled = pc.fill_null(column, DEFAULT_CONFIDENCE)
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def confidence_tier(confidence: float) -> str:

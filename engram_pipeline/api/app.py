@@ -25,7 +25,6 @@ from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
 from engram_pipeline.api.docs import add_offline_docs
-from engram_pipeline.api.passes import PassUnavailable
 from engram_pipeline.api.routes import agents, memories, probes
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
@@ -103,7 +102,6 @@ def _add_error_handlers(app: FastAPI) -> None:
         (PlanNotFound, 404),
         (UnknownAgent, 404),
         (NothingToRestore, 409),
-        (PassUnavailable, 501),
     )
     for error, status in plain:
         app.add_exception_handler(error, _plain_handler(status))

@@ -26,8 +26,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
+from engram_pipeline import lifecycle
 from engram_pipeline.api.models import MemoryOut
-from engram_pipeline.api.passes import PassUnavailable, as_json, health_json, lifecycle
+from engram_pipeline.api.passes import as_json, health_json
 from engram_pipeline.model import Kind
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
@@ -84,8 +85,6 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
                 raise ToolError(f"NOT_FOUND: {exc}") from None
             except InvalidInput as exc:
                 raise ToolError(f"INVALID_INPUT: {exc}") from None
-            except PassUnavailable as exc:
-                raise ToolError(f"UNAVAILABLE: {exc}") from None
 
         return run
 
@@ -205,7 +204,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="Promote short-term memories that earned it to long-term memory, now.")
     def consolidate_memories() -> dict[str, Any]:
-        return as_json(guarded(lambda: lifecycle("promotion", "promote_stm")(store, agent_id))())
+        return as_json(guarded(lambda: lifecycle.promote_stm(store, agent_id))())
 
     @server.tool(
         description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
@@ -215,7 +214,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         if dryRun:
             if planId is not None:
                 raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
-            plan = lifecycle("corpus_merge", "consolidate_corpus")
+            plan = lifecycle.consolidate_corpus
             return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
         if not admin:
             raise ToolError(
@@ -227,14 +226,14 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         found = store.get_plan(planId)
         if found is None or found["agent_id"] != agent_id:
             raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
-        apply = lifecycle("corpus_merge", "apply_corpus_merge")
+        apply = lifecycle.apply_corpus_merge
         return as_json(guarded(lambda: apply(store, agent_id, planId))())
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
         if not store.has_agent(agent_id):
             raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
-        return health_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
+        return health_json(guarded(lambda: lifecycle.health(store, agent_id))())
 
     return server
 

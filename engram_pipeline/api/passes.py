@@ -1,31 +1,15 @@
-"""Lifecycle passes as the API shells call them: imported lazily, reports turned into plain JSON.
-
-The passes live in ``engram_pipeline.lifecycle``; the API starts without them, and a pass that is not
-installed is a :class:`PassUnavailable` (HTTP 501, an MCP tool error) that says so.
-"""
+"""Reports of the lifecycle passes (``engram_pipeline.lifecycle``, which the shells import directly) turned
+into plain JSON for the API and MCP."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from datetime import date, datetime
 from typing import Any
 
 from engram_pipeline.model import CONFIDENCE_TIERS
 from engram_pipeline.reporting import report_view
-
-
-class PassUnavailable(Exception):
-    """A lifecycle pass is not available in this installation."""
-
-
-def lifecycle(module: str, name: str) -> Any:
-    """``engram_pipeline.lifecycle.<module>.<name>``."""
-    try:
-        return getattr(importlib.import_module(f"engram_pipeline.lifecycle.{module}"), name)
-    except (ImportError, AttributeError):
-        raise PassUnavailable(f"the {module} pass ({name}) is not available in this installation") from None
 
 
 def as_json(report: Any) -> dict[str, Any]:

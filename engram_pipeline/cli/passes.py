@@ -3,6 +3,7 @@ maintain.
 
 Each runs one library function per agent (``--agent A``, repeatable, or ``--all-agents``) and prints its
 frozen report: a table with one row per agent, or with ``--json`` a list of ``{"agent_id", "report"}``.
+The passes are imported inside the command that runs them, so that ``engram --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from engram_pipeline.reporting import report_view
 
 AgentOpt = Annotated[list[str] | None, typer.Option("--agent", help="an agent id (repeatable)")]
 AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
-
-LIFECYCLE = "engram_pipeline.lifecycle"
 
 
 def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
@@ -75,30 +74,27 @@ def _summary(report: Any) -> dict[str, Any]:
     return out
 
 
-def _lib(module: str, name: str) -> Callable[..., Any]:
-    from engram_pipeline.cli._common import library
-
-    return library(f"{LIFECYCLE}.{module}", name)
-
-
 def decay(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
     """Re-score importance; mark stale, prune (audited) what faded and is old and not pinned."""
     st = state(ctx)
-    fn = _lib("decay", "decay_importance")
+    from engram_pipeline.lifecycle.decay import decay_importance as fn
+
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
 def decay_confidence(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
     """Competition-aware confidence decay."""
     st = state(ctx)
-    fn = _lib("confidence", "decay_confidence")
+    from engram_pipeline.lifecycle.confidence import decay_confidence as fn
+
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
 def promote(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
     """Move short-term memories that earned it (accesses and importance) to long-term memory."""
     st = state(ctx)
-    fn = _lib("promotion", "promote_stm")
+    from engram_pipeline.lifecycle.promotion import promote_stm as fn
+
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
@@ -126,18 +122,19 @@ def consolidate_corpus(
     if plan_id is not None and len(agents) != 1:
         raise CliError("--plan-id names one agent's plan: give exactly one --agent")
     if apply:
-        fn = _lib("corpus_merge", "apply_corpus_merge")
-        choose = _lib("corpus_merge", "plan_to_apply")
-        chosen = {a: choose(st.store, a, plan_id) for a in agents}  # refuses before anything is applied
+        from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, plan_to_apply
+
+        chosen = {a: plan_to_apply(st.store, a, plan_id) for a in agents}  # refuses before anything is applied
         for a, plan in chosen.items():
             if plan is None:
                 warn(f"agent {a}: no pending corpus-merge plan; nothing to apply")
             elif plan_id is None:
                 warn(f"agent {a}: applying {plan['plan_id']}, its only pending plan")
-        _run(st, agents, lambda a: fn(st.store, a, chosen[a]["plan_id"] if chosen[a] else None))
+        _run(st, agents, lambda a: apply_corpus_merge(st.store, a, (chosen[a] or {}).get("plan_id")))
     else:
-        fn = _lib("corpus_merge", "consolidate_corpus")
-        _run(st, agents, lambda a: fn(st.store, a, dry_run=True))
+        from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
+
+        _run(st, agents, lambda a: consolidate_corpus(st.store, a, dry_run=True))
 
 
 def consolidate(
@@ -150,7 +147,8 @@ def consolidate(
     if scope not in ("recent", "full"):
         raise CliError(f"--scope must be recent or full; got {scope!r}")
     st = state(ctx)
-    fn = _lib("consolidation", "consolidate")
+    from engram_pipeline.lifecycle.consolidation import consolidate as fn
+
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a, scope=scope))
 
 
@@ -162,11 +160,13 @@ def health(
 ) -> None:
     """Counts by status, tier and confidence tier, and what the passes would do next."""
     st = state(ctx)
-    fn = _lib("health", "health")
+    from engram_pipeline.lifecycle.health import health as fn
+
     agents = _agents(st, agent, all_agents)
     _run(st, agents, lambda a: fn(st.store, a))
     if plot is not None:
-        chart = _lib("health", "health_chart")
+        from engram_pipeline.lifecycle.health import health_chart as chart
+
         for a in agents:
             path = plot if len(agents) == 1 else plot.with_name(f"{plot.stem}-{_safe(a)}{plot.suffix}")
             chart(st.store, a, path)

@@ -1,7 +1,8 @@
 """What every lifecycle pass shares: run ids, reading an agent as a polars frame, and resumable cursors.
 
 A pass reads one agent's rows column-wise, computes its changes with polars/numpy, and writes them through
-the store's batched compare-and-set in batches ordered by id. After each batch it advances its cursor
+the store's batched compare-and-set in batches ordered by id (the loop is
+:func:`engram_pipeline.lifecycle._batched.run_batched`). After each batch it advances its cursor
 (``cursors`` table, key ``<pass>/<agent>``). A run that was killed leaves an unfinished cursor; the next run
 of that pass for that agent resumes after the last committed id **with the same ``now``**, so the end state
 equals that of an uninterrupted run, and rows already written are not written again (their version moved,
@@ -20,21 +21,21 @@ from __future__ import annotations
 import sys
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
 
 from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy
-from engram_pipeline.model import Memory, utcnow
+from engram_pipeline.model import utcnow
 from engram_pipeline.store.sql import lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "delete_rechecked", "new_run_id"]
+__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id"]
 
 
 def new_run_id(pass_name: str) -> str:
@@ -102,6 +103,7 @@ class PassCursor:
             "resumed": 0,
             "memories_version": store.memories_version(),
         }
+        state["started_version"] = state["memories_version"]
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
         return cursor
@@ -125,14 +127,14 @@ class PassCursor:
         return str(self.state["run_id"])
 
     @property
+    def started_version(self) -> int | None:
+        """The ``memories`` table version when the run began (its first attempt)."""
+        version = self.state.get("started_version")
+        return None if version is None else int(version)
+
+    @property
     def after(self) -> str | None:
         return self.state.get("after")
-
-    def batches(self, ids: list[str], size: int) -> Iterator[list[str]]:
-        """The sorted ``ids`` not yet done, in batches of ``size``."""
-        todo = sorted(i for i in ids if self.after is None or i > self.after)
-        for start in range(0, len(todo), size):
-            yield todo[start : start + size]
 
     def advance(self, last_id: str, **counts: int) -> None:
         """Record that every id up to ``last_id`` is done (call after the batch's commit)."""
@@ -145,6 +147,29 @@ class PassCursor:
         if self.lease is not None:
             self.lease.check()
         self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+
+    def record(self, **counts: int) -> None:
+        """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
+        killed attempt wrote), so that a later resume counts only from here."""
+        self.state["memories_version"] = self.store.memories.version
+        totals = self.state.setdefault("counts", {})
+        for key, value in counts.items():
+            totals[key] = int(totals.get(key, 0)) + int(value)
+        if self.lease is not None:
+            self.lease.check()
+        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+
+    def at_start(self, columns: list[str], where: str | None = None) -> pa.Table | None:
+        """On a resumed run, the agent's rows (``columns``) as they were when the run began, so that what the
+        run decides from the whole corpus (say, competition between neighbours) is what its first attempt
+        decided. None on a run that was not resumed, or when that table version is no longer kept."""
+        version = self.started_version
+        if not self.state.get("resumed") or version is None:
+            return None
+        try:
+            return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
+        except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
+            return None
 
     def finish(self, **summary: Any) -> dict[str, Any]:
         """Mark the run done, give the lease back, and return the cursor summary a report carries."""
@@ -182,31 +207,3 @@ class PassCursor:
     def counts(self) -> dict[str, int]:
         """Counts accumulated by earlier (killed) attempts of this run, to add to this attempt's."""
         return dict(self.state.get("counts", {}))
-
-
-def delete_rechecked(
-    store: MemoryStore,
-    expected: dict[str, int],
-    *,
-    recheck: Callable[[list[Memory]], dict[str, int]],
-    actor: str,
-    action: str,
-    run_id: str | None = None,
-) -> tuple[list[str], list[str]]:
-    """Delete rows still at their ``expected`` versions (audited pre-images, one commit), re-reading the
-    misses once: ``recheck(fresh_rows)`` returns ``{id: version}`` of those that should still go.
-
-    Returns ``(deleted ids, skipped ids)``; skipped are rows that moved again, or vanished, in between.
-    A re-read row that ``recheck`` leaves out no longer qualifies and is neither.
-    """
-    if not expected:
-        return [], []
-    first = store.cas_delete(expected, actor=actor, action=action, run_id=run_id)
-    deleted = list(first.applied)
-    misses = list(first.skipped_concurrent_edit)
-    if not misses:
-        return deleted, []
-    fresh = store.get_many(misses)
-    gone = sorted(set(misses) - {r["id"] for r in fresh})
-    again = store.cas_delete(recheck(fresh), actor=actor, action=action, run_id=run_id)
-    return deleted + list(again.applied), gone + list(again.skipped_concurrent_edit)

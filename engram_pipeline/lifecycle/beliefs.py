@@ -39,7 +39,7 @@ from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
-from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 
 if TYPE_CHECKING:
@@ -414,7 +414,7 @@ def _reinforcement(row: Memory, support: set[str], now: datetime) -> dict[str, A
     return {
         "id": row["id"],
         "version": row["version"],
-        "confidence": reinforce(float(row["confidence"] if row["confidence"] is not None else 0.5)),
+        "confidence": reinforce(confidence_of(row)),
         "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
         "metadata": dumps_metadata(meta),
     }

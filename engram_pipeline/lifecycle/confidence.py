@@ -31,24 +31,30 @@ Only visible rows take part (not superseded, not archived), as decayers and as c
 
 The pass is vectorized (one ``bincount`` over the graph's edges), writes in batches of
 ``MEMORY_DECAY_BATCH_SIZE`` through the store's compare-and-set, and keeps a :class:`PassCursor`; a killed
-run resumes with the same ``now`` and recomputes competition from the confidences it then reads (rows it had
-already written have ``elapsed == 0`` and are not written again).
+run resumes with the same ``now`` and decides from the rows and the graph as they were when the run began, so
+its competition terms are those of an uninterrupted run (rows it had already written have moved on and are not
+written again), and it reports the whole run, counting what the killed attempt wrote after its last recorded
+batch.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
 from engram_pipeline.lifecycle._common import PassCursor
-from engram_pipeline.lifecycle.retention import holders
-from engram_pipeline.model import Memory
+from engram_pipeline.lifecycle.graph import agent_graph
+from engram_pipeline.lifecycle.retention import Holders, holders
+from engram_pipeline.model import Memory, confidence_of, confidences
+from engram_pipeline.settings import Settings
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
@@ -60,6 +66,7 @@ ACTOR = "confidence_decay"
 VISIBLE = VISIBLE_SQL
 _DAY_US = 86_400e6
 _COLUMNS = ["id", "version", "confidence", "pinned", "decayed_at", "created_at"]
+COUNTS = ("decayed", "archived", "skipped_concurrent_edit")
 
 
 @dataclass(frozen=True)
@@ -123,34 +130,6 @@ def _to_us(ts: datetime) -> int:
     return int(ts.astimezone(UTC).timestamp() * 1_000_000)
 
 
-def default_graph(store: MemoryStore, agent_id: str, ids: pa.Array | None = None, *, floor: float) -> Any:
-    """The agent's neighbour graph: ``lifecycle.graph.agent_graph`` when that module exists, else the
-    similarity module's ``neighbour_graph`` over the agent's visible rows (pairs with score >= ``floor``)."""
-    try:
-        module = importlib.import_module("engram_pipeline.lifecycle.graph")
-    except ImportError:
-        module = None
-    if module is not None and hasattr(module, "agent_graph"):
-        return module.agent_graph(store, agent_id)
-    from engram_pipeline.similarity import neighbour_graph
-
-    table = store.scan(agent_id, columns=["id", "vector"], where=VISIBLE)
-    if ids is not None:
-        table = table.filter(pc.is_in(table["id"], value_set=ids))
-    if table.num_rows < 2:
-        return pa.table(
-            {
-                "src_id": pa.array([], pa.string()),
-                "dst_id": pa.array([], pa.string()),
-                "score": pa.array([], pa.float32()),
-            }
-        )
-    dim = store.embedder.dimension
-    flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
-    return neighbour_graph(table["id"], vectors, floor=floor)
-
-
 @dataclass(frozen=True)
 class DecayPlan:
     """What a decay run would write, row by row (arrays aligned with the input frame)."""
@@ -178,7 +157,7 @@ def plan_decay(
     ``archivable`` (aligned with ``frame``) the rows the retention policy lets go (default: all)."""
     ids = frame["id"].combine_chunks()
     n = frame.num_rows
-    conf = pc.fill_null(frame["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(np.float64)
+    conf = confidences(frame["confidence"])
     comp = np.zeros(n)
     if graph is not None and n > 1:
         i, j, sim = graph_indices(ids, graph)
@@ -201,21 +180,25 @@ def decay_confidence(
     graph: Any = None,
     now: datetime | None = None,
     run_id: str | None = None,
+    batch_size: int | None = None,
 ) -> ConfidenceDecayReport:
     """Decay the confidence of one agent's visible rows up to ``now``; archive what fell below the floor.
 
     ``graph`` is a precomputed neighbour table (``src_id``, ``dst_id``, ``score``); without it the agent's
-    graph is built (see :func:`default_graph`). Returns counts; see the module docstring for the rule.
+    graph is built (:func:`~engram_pipeline.lifecycle.graph.agent_graph`). Writes in batches of
+    ``batch_size`` rows (default ``MEMORY_DECAY_BATCH_SIZE``). Returns counts; see the module docstring.
     """
     s = store.settings
     cursor = PassCursor.start(store, PASS, agent_id, now=now, run_id=run_id)
     now = cursor.now
-    frame = store.scan(agent_id, columns=_COLUMNS, where=VISIBLE).sort_by("id")
-    ids = frame["id"].combine_chunks()
-    n = frame.num_rows
-    if graph is None and n > 1:
-        graph = default_graph(store, agent_id, ids, floor=s.competition_min_similarity)
+    # A resumed run decides from the rows as the run began (competition is computed once per run from the
+    # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
+    start = cursor.at_start(_COLUMNS, VISIBLE)
+    frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE)).sort_by("id")
+    if graph is None and frame.num_rows > 1:
+        graph = agent_graph(store, agent_id, version=None if start is None else cursor.started_version)
     held = holders(store, agent_id)
+    ids = frame["id"].combine_chunks()
     plan = plan_decay(
         frame,
         graph,
@@ -225,64 +208,86 @@ def decay_confidence(
         archive_floor=s.archive_confidence,
         archivable=held.archivable_mask(ids.to_pylist()),
     )
-    new, comp, pinned, archive = plan.confidence, plan.competition, plan.pinned, plan.archive
-    todo = plan.due | archive
+    work = pl.DataFrame(
+        {
+            "id": ids.to_pylist(),
+            "version": frame["version"].to_numpy(),
+            "confidence": plan.confidence,
+            "competition": plan.competition,
+            "pinned": plan.pinned,
+            "archive": plan.archive,
+        }
+    ).filter(pl.Series(plan.due | plan.archive))
+    commit = partial(_commit, store, now=now, run_id=cursor.run_id)
+    redecide = partial(_redecide, now=now, settings=s, held=held)
+    run = run_batched(
+        cursor,
+        work,
+        lambda batch: write_decided(store, batch, commit, lambda fresh: redecide(fresh, batch)),
+        size=batch_size or s.decay_batch_size,
+        counts=COUNTS,
+        recount=Recount(["decayed_at", "status", "pinned"], partial(_unrecorded_counts, now=now)),
+        summary={"processed": frame.num_rows},
+    )
+    c = run.counts
+    return ConfidenceDecayReport(c["decayed"], c["archived"], c["skipped_concurrent_edit"], frame.num_rows, run.cursor)
 
-    id_list = ids.to_pylist()
-    versions = frame["version"].to_numpy()
-    comp_of = {id_list[k]: float(comp[k]) for k in np.flatnonzero(todo)}
 
-    def recompute(archiving: bool) -> Any:
-        def redo(rows: list[Memory]) -> list[dict[str, Any]]:
-            out = []
-            for r in rows:
-                change = _fresh_change(r, comp_of.get(r["id"], 0.0), now, s.confidence_decay_rate)
-                if change is None:
-                    continue
-                goes = not r["pinned"] and change["confidence"] < s.archive_confidence and held.may_archive(r["id"])
-                if goes != archiving:
-                    continue  # the other write's business: left for the next run
-                if archiving:
-                    change["status"] = "archived"
-                out.append(change)
-            return out
+def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
+    """Write one decided batch at the versions read: the new confidences, then the archived rows (audited)."""
+    cols = ["id", "version", "confidence"]
+    plain = decided.filter(~pl.col("archive"))
+    gone = decided.filter(pl.col("archive"))
+    kept = store.cas_write(
+        plain.select(cols).with_columns(decayed_at=pl.lit(now)).to_dicts(),
+        actor=ACTOR,
+        action="decay_confidence",
+        run_id=run_id,
+    )
+    archived = store.cas_write(
+        gone.select(cols).with_columns(decayed_at=pl.lit(now), status=pl.lit("archived")).to_dicts(),
+        actor=ACTOR,
+        action="archive",
+        run_id=run_id,
+        audit=True,
+    )
+    pinned = set(plain.filter(pl.col("pinned"))["id"].to_list())  # their decayed_at moves, not their confidence
+    return Written(
+        {"decayed": [i for i in kept.applied if i not in pinned], "archived": archived.applied},
+        missed=[*kept.skipped_concurrent_edit, *archived.skipped_concurrent_edit],
+    )
 
-        return redo
 
-    counts = cursor.counts
-    decayed_n, archived_n, skipped = counts.get("decayed", 0), counts.get("archived", 0), counts.get("skipped", 0)
-    after = cursor.after
-    positions = np.flatnonzero(todo)
-    if after is not None:
-        positions = positions[np.array([id_list[k] > after for k in positions], dtype=bool)]
-    batch = s.decay_batch_size
-    for start in range(0, positions.size, batch):
-        chunk = positions[start : start + batch]
-        plain, gone = [], []
-        for k in chunk:
-            change = {"id": id_list[k], "version": int(versions[k]), "confidence": float(new[k]), "decayed_at": now}
-            if archive[k]:
-                gone.append({**change, "status": "archived"})
-            else:
-                plain.append(change)
-        r1 = store.cas_write(
-            plain, recompute=recompute(False), actor=ACTOR, action="decay_confidence", run_id=cursor.run_id
-        )
-        r2 = store.cas_write(
-            gone, recompute=recompute(True), actor=ACTOR, action="archive", run_id=cursor.run_id, audit=True
-        )
-        pinned_ids = {id_list[k] for k in chunk if pinned[k]}
-        d = sum(1 for x in r1.applied if x not in pinned_ids)
-        decayed_n, archived_n = decayed_n + d, archived_n + len(r2.applied)
-        skipped += len(r1.skipped_concurrent_edit) + len(r2.skipped_concurrent_edit)
-        cursor.advance(
-            id_list[chunk[-1]],
-            decayed=d,
-            archived=len(r2.applied),
-            skipped=len(r1.skipped_concurrent_edit) + len(r2.skipped_concurrent_edit),
-        )
-    summary = cursor.finish(processed=n)
-    return ConfidenceDecayReport(decayed_n, archived_n, skipped, n, summary)
+def _redecide(
+    fresh: list[Memory], batch: pl.DataFrame, *, now: datetime, settings: Settings, held: Holders
+) -> pl.DataFrame:
+    """Re-read rows decided again with the competition this run computed for them: a row that is hidden now,
+    or already decayed up to ``now``, is left out."""
+    comp = dict(zip(batch["id"].to_list(), batch["competition"].to_list(), strict=True))
+    rows = []
+    for r in fresh:
+        change = _fresh_change(r, comp.get(r["id"], 0.0), now, settings.confidence_decay_rate)
+        if change is None:
+            continue
+        pinned = bool(r.get("pinned"))
+        goes = not pinned and change["confidence"] < settings.archive_confidence and held.may_archive(r["id"])
+        rows.append(
+            {"id": r["id"], "version": r["version"], "confidence": change["confidence"],
+             "competition": comp.get(r["id"], 0.0), "pinned": pinned, "archive": goes}
+        )  # fmt: skip
+    return pl.DataFrame(rows, schema=batch.schema)
+
+
+def _unrecorded_counts(before: pl.DataFrame, after: pl.DataFrame, *, now: datetime) -> dict[str, int]:
+    """What killed attempts of this run wrote after its last recorded batch (see ``PassCursor.unrecorded``):
+    rows it decayed or archived carry ``decayed_at = now``; pinned rows only advance it."""
+    was = before.select("id", pl.col("decayed_at").alias("was_at"), pl.col("status").alias("was"))
+    written = after.join(was, on="id").filter(
+        (pl.col("decayed_at") == pl.lit(now)) & pl.col("was_at").ne_missing(pl.lit(now))
+    )
+    archived = written.filter((pl.col("status") == "archived") & (pl.col("was") != "archived")).height
+    decayed = written.filter((pl.col("status") != "archived") & ~pl.col("pinned").fill_null(False)).height
+    return {"decayed": decayed, "archived": archived}
 
 
 def _fresh_change(row: Memory, comp: float, now: datetime, rate: float) -> dict[str, Any] | None:
@@ -293,7 +298,7 @@ def _fresh_change(row: Memory, comp: float, now: datetime, rate: float) -> dict[
     elapsed = max(0.0, (now - ref).total_seconds() / 86_400.0)
     if elapsed <= 0:
         return None
-    conf = 0.5 if row.get("confidence") is None else float(row["confidence"])
+    conf = confidence_of(row)
     if not row.get("pinned"):
         conf = float(decayed(np.array([conf]), np.array([comp]), np.array([elapsed]), rate=rate)[0])
     return {"id": row["id"], "version": row["version"], "confidence": conf, "decayed_at": now}

@@ -17,19 +17,24 @@ A candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.d
 Writes go through one compare-and-set per batch of candidate pairs (batched by the smaller id of each pair,
 which is also the resumable cursor), claiming the versions the pass read: a row edited since is re-read once
 and marked only if its content is still the one judged, else counted in ``skipped_concurrent_edit``. A pair
-already flagged both ways is not a candidate again, so a second run changes nothing.
+already flagged both ways is not a candidate again, so a second run changes nothing (it only writes the
+``contradicts`` link of a flagged pair that has none: a run killed between the two commits left it out). A
+resumed run counts the pairs its killed attempt flagged after the last recorded batch, and reports the whole
+run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.claims import detect_contradiction
+from engram_pipeline.lifecycle._batched import Recount, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.model import Memory
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 PASS_NAME = "contradictions"
 ACTOR = "contradiction_detection"
 BATCH_SIZE = 1000  # anchor rows (the smaller id of a pair) per compare-and-set batch
+COUNTS = ("candidates", "flagged", "superseded", "skipped_concurrent_edit")
 _COLUMNS = ["id", "content", "content_hash", "status", "superseded_by", "contradiction_with", "created_at", "version"]
 
 
@@ -91,19 +97,22 @@ def detect_contradictions(
             by_anchor.setdefault(a, []).append((a, b, score))
 
     hidden: set[str] = set()
-    for batch in cursor.batches(sorted(by_anchor), batch_size):
-        counts = _run_batch(store, [p for a in batch for p in by_anchor[a]], rows, hidden, linked, policy, cursor)
-        cursor.advance(batch[-1], **counts)
-    totals = cursor.counts
-    state = cursor.finish(policy=policy)
-    return ContradictionReport(
-        scanned=frame.height,
-        candidates=totals.get("candidates", 0),
-        flagged=totals.get("flagged", 0),
-        superseded=totals.get("superseded", 0),
-        skipped_concurrent_edit=totals.get("skipped_concurrent_edit", 0),
-        cursor=state,
+    run = run_batched(
+        cursor,
+        pl.DataFrame({"anchor": sorted(by_anchor)}, schema={"anchor": pl.String}),
+        lambda batch: _run_batch(
+            store, [p for a in batch["anchor"] for p in by_anchor[a]], rows, hidden, linked, policy, cursor
+        ),
+        size=batch_size,
+        counts=COUNTS,
+        key="anchor",
+        recount=Recount(
+            ["contradiction_with", "superseded_by", "metadata"],
+            partial(_unrecorded_counts, pairs=pairs, now=cursor.now, policy=policy),
+        ),
+        summary={"policy": policy},
     )
+    return ContradictionReport(scanned=frame.height, **run.counts, cursor=run.cursor)
 
 
 def _run_batch(
@@ -117,17 +126,24 @@ def _run_batch(
 ) -> dict[str, int]:
     """Judge one batch of candidate pairs and write its verdicts in one compare-and-set (plus one links add)."""
     confirmed: list[tuple[Memory, Memory, float, str]] = []  # (newer, older, score, reason)
+    unlinked: list[tuple[Memory, Memory, float, str]] = []  # flagged both ways, but the link was never written
     candidates = 0
     for a, b, score in pairs:
         ra, rb = rows[a], rows[b]
-        if a in hidden or b in hidden or _flagged(ra, rb):
+        if a in hidden or b in hidden:
+            continue
+        newer, older = (ra, rb) if (ra["created_at"], a) > (rb["created_at"], b) else (rb, ra)
+        if _flagged(ra, rb):
+            # A run killed between its compare-and-set and its links commit left the pair flagged, unlinked.
+            if policy == "flag" and frozenset((a, b)) not in linked:
+                unlinked.append((newer, older, score, ""))
             continue
         candidates += 1
         hit = detect_contradiction(ra["content"], rb["content"])
         if hit is not None:
-            newer, older = (ra, rb) if (ra["created_at"], a) > (rb["created_at"], b) else (rb, ra)
             confirmed.append((newer, older, score, hit.reason))
     if not confirmed:
+        _add_links(store, unlinked, "contradicts", linked, cursor)
         return {"candidates": candidates}
     ids = {r["id"] for n, o, _, _ in confirmed for r in (n, o)}
     expected = {i: int(rows[i]["version"]) for i in ids}
@@ -160,19 +176,55 @@ def _run_batch(
         done = set(result.applied) | set(result.unchanged)
         rel, written = "contradicts", [c for c in confirmed if c[0]["id"] in done and c[1]["id"] in done]
     _refresh(store, rows, result.applied)
-    links = [
-        {"agent_id": cursor.agent_id, "src_id": n["id"], "dst_id": o["id"], "rel": rel, "score": round(score, 6)}
-        for n, o, score, _ in written
-        if frozenset((n["id"], o["id"])) not in linked
-    ]
-    store.add_links(links, run_id=cursor.run_id)
-    linked.update(frozenset((link["src_id"], link["dst_id"])) for link in links)
+    _add_links(store, [*written, *unlinked], rel, linked, cursor)
     return {
         "candidates": candidates,
         "flagged": len(written) if policy == "flag" else 0,
         "superseded": len(result.applied) if policy == "supersede" else 0,
         "skipped_concurrent_edit": len(result.skipped_concurrent_edit),
     }
+
+
+def _add_links(
+    store: MemoryStore,
+    pairs: list[tuple[Memory, Memory, float, str]],
+    rel: str,
+    linked: set[frozenset[str]],
+    cursor: PassCursor,
+) -> None:
+    """One links commit for the ``(newer, older, score, _)`` pairs not linked yet (newer -> older)."""
+    links = [
+        {"agent_id": cursor.agent_id, "src_id": n["id"], "dst_id": o["id"], "rel": rel, "score": round(score, 6)}
+        for n, o, score, _ in pairs
+        if frozenset((n["id"], o["id"])) not in linked
+    ]
+    store.add_links(links, run_id=cursor.run_id)
+    linked.update(frozenset((link["src_id"], link["dst_id"])) for link in links)
+
+
+def _unrecorded_counts(
+    before: pl.DataFrame, after: pl.DataFrame, *, pairs: pl.DataFrame, now: datetime, policy: str
+) -> dict[str, int]:
+    """What killed attempts of this run wrote after its last recorded batch (see ``PassCursor.unrecorded``),
+    so that the resumed run reports the whole run: under ``flag``, candidate pairs it flagged both ways (a
+    flagged pair is no candidate again); under ``supersede``, rows it hid (stamped with the run's ``now``)."""
+    if policy == "supersede":
+        stamped = pl.col("metadata").str.json_path_match("$.superseded.at") == now.isoformat()
+        was_visible = before.filter(pl.col("superseded_by").is_null())["id"].to_list()
+        hid = after.filter(pl.col("id").is_in(was_visible) & pl.col("superseded_by").is_not_null() & stamped).height
+        return {"superseded": hid, "candidates": hid}
+    then = dict(zip(before["id"].to_list(), before["contradiction_with"].to_list(), strict=True))
+    now_ = dict(zip(after["id"].to_list(), after["contradiction_with"].to_list(), strict=True))
+
+    def flagged(cw: dict[str, list[str] | None], a: str, b: str) -> bool:
+        return b in (cw.get(a) or []) and a in (cw.get(b) or [])
+
+    found = sum(
+        1
+        for a, b in zip(pairs["a"].to_list(), pairs["b"].to_list(), strict=True)
+        if a in then and b in then and not flagged(then, a, b) and flagged(now_, a, b)
+    )
+    return {"candidates": found, "flagged": found}
 
 
 def _candidate_band(graph: pa.Table, settings: Settings) -> pa.Table:

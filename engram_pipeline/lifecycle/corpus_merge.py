@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.judge import get_judge
+from engram_pipeline.lifecycle._batched import BatchResult, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
@@ -58,6 +59,7 @@ PLAN_PASS = "corpus_merge"
 APPLY_PASS = "corpus_merge_apply"
 ACTOR = "corpus_consolidation"
 BATCH_CLUSTERS = 500
+COUNTS = ("clusters", "merged", "skipped_concurrent_edit")
 # Nearest candidates per row the judge sees: a pair is judged when it is among the nearest of either side.
 CANDIDATES_PER_ROW = 8
 _COLUMNS = [
@@ -251,21 +253,22 @@ def apply_corpus_merge(
         cursor.finish(abandoned_for={"already_applied": plan_id})
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
     clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
-    outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
-    for batch in cursor.batches(sorted(clusters), batch_size):
-        _apply_batch(store, [clusters[c] for c in batch], plan_id, cursor, outcome)
-        cursor.state["outcome"] = outcome
-        cursor.advance(batch[-1])
-    totals = _totals(clusters.values(), outcome)
-    state = cursor.finish()
+    run = run_batched(
+        cursor,
+        pl.DataFrame({"canonical": sorted(clusters)}, schema={"canonical": pl.String}),
+        lambda batch: _apply_batch(store, [clusters[c] for c in batch["canonical"]], plan_id, cursor),
+        size=batch_size,
+        counts=COUNTS,
+        key="canonical",
+    )
     report = CorpusMergeReport(
         scanned=sum(1 + len(c["members"]) for c in clusters.values()),
-        clusters=totals["clusters"],
-        merged=totals["merged"],
-        skipped_concurrent_edit=totals["skipped_concurrent_edit"],
-        cursor=state,
+        clusters=run.counts["clusters"],
+        merged=run.counts["merged"],
+        skipped_concurrent_edit=run.counts["skipped_concurrent_edit"],
+        cursor=run.cursor,
         dry_run=False,
-        per_cluster=tuple(_review(c, outcome) for c in clusters.values()),
+        per_cluster=tuple(_review(c, run.outcome) for c in clusters.values()),
         plan_id=plan_id,
     )
     store.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
@@ -294,7 +297,7 @@ def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None)
 
 
 def _totals(clusters: Iterable[dict[str, Any]], outcome: dict[str, str]) -> dict[str, int]:
-    """The run's counts, from the outcome of every planned row (so a resumed run reports the whole run)."""
+    """The counts of ``clusters``, from the outcome of each of their rows."""
     n_clusters = merged = skipped = 0
     for c in clusters:
         members = [outcome.get(m["id"]) for m in c["members"]]
@@ -307,12 +310,12 @@ def _totals(clusters: Iterable[dict[str, Any]], outcome: dict[str, str]) -> dict
     return {"clusters": n_clusters, "merged": merged, "skipped_concurrent_edit": skipped}
 
 
-def _apply_batch(
-    store: MemoryStore, clusters: list[dict[str, Any]], plan_id: str, cursor: PassCursor, outcome: dict[str, str]
-) -> None:
+def _apply_batch(store: MemoryStore, clusters: list[dict[str, Any]], plan_id: str, cursor: PassCursor) -> BatchResult:
     """Bring one batch of planned clusters to their merged state: one compare-and-set for the canonicals, one
     for the members, one commit for the missing links; each step skips what an earlier attempt already did.
-    Records every row's outcome in ``outcome``."""
+    Returns the batch's counts and every row's outcome, judged from what the store holds (so a batch redone
+    after a kill counts what its killed attempt wrote)."""
+    outcome: dict[str, str] = {}
     ids = [c["canonical"]["id"] for c in clusters] + [m["id"] for c in clusters for m in c["members"]]
     current = {r["id"]: r for r in store.get_many(ids)}
     now = cursor.now.isoformat()
@@ -394,6 +397,7 @@ def _apply_batch(
         for c, m in done
     ]
     store.add_links(links, run_id=cursor.run_id, keyed=True)
+    return BatchResult(_totals(clusters, outcome), outcome)
 
 
 def _stamped(row: Memory, plan_id: str) -> set[str]:

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
+from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, polars_schema
 from engram_pipeline.scoring import importance_frame
@@ -66,6 +68,7 @@ COLUMNS = [
 # last scored is in ``importance_factors`` (``scored_at``).
 WRITTEN = ["id", "version", "importance", "importance_factors", "status"]
 RESTATUSED = ("active", "stale")
+COUNTS = ("processed", "updated", "stale", "pruned", "skipped_concurrent_edit")
 
 
 @dataclass(frozen=True)
@@ -147,83 +150,43 @@ def decay_importance(
     settings = store.settings
     folded = store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
-    now = cursor.now
-    size = batch_size or settings.decay_batch_size
-    df = agent_frame(store, agent_id, COLUMNS)
-    if cursor.after is not None:
-        df = df.filter(pl.col("id") > cursor.after)
+    now, run_id = cursor.now, cursor.run_id
     held = holders(store, agent_id)
-    plan = decide(df, now=now, settings=settings, held=held)
-    totals = {"processed": 0, "updated": 0, "stale": 0, "pruned": 0, "skipped_concurrent_edit": 0}
-    for key, value in cursor.counts.items():
-        totals[key] = totals.get(key, 0) + value
-    if (unrecorded := cursor.unrecorded(["status", "importance_factors"])) is not None:
-        for key, value in _unrecorded_counts(store, *unrecorded, now=now, run_id=cursor.run_id).items():
-            totals[key] += value
-    for start in range(0, plan.height, size):
-        batch = plan.slice(start, size)
-        counts = _apply_batch(store, batch, now=now, settings=settings, run_id=cursor.run_id, held=held)
-        counts["processed"] = batch.height
-        cursor.advance(str(batch["id"][-1]), **counts)
-        for key, value in counts.items():
-            totals[key] += value
-    summary = cursor.finish(**{f"total_{k}": v for k, v in totals.items()})
-    return DecayReport(
-        processed=totals["processed"],
-        updated=totals["updated"],
-        stale=totals["stale"],
-        pruned=totals["pruned"],
-        skipped_concurrent_edit=totals["skipped_concurrent_edit"],
-        cursor=summary,
-        accesses_folded=folded.entries,
+    redecide = partial(_redecide, now=now, settings=settings, held=held)
+    commit = partial(_commit, store, run_id=run_id)
+    run = run_batched(
+        cursor,
+        decide(agent_frame(store, agent_id, COLUMNS), now=now, settings=settings, held=held),
+        lambda batch: write_decided(store, batch, commit, redecide),
+        size=batch_size or settings.decay_batch_size,
+        counts=COUNTS,
+        recount=Recount(["status", "importance_factors"], partial(_unrecorded_counts, store, now=now, run_id=run_id)),
+    )
+    return DecayReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
+
+
+def _commit(store: MemoryStore, decided: pl.DataFrame, *, run_id: str) -> Written:
+    """Prune (audited) and re-score the decided rows at the versions read: two compare-and-set commits."""
+    prunes = decided.filter(pl.col("action") == "prune")
+    gone = store.cas_delete(
+        dict(zip(prunes["id"].to_list(), prunes["version"].to_list(), strict=True)),
+        actor=ACTOR,
+        action="prune",
+        run_id=run_id,
+    )
+    updates = decided.filter(pl.col("action") == "update")
+    written = store.cas_write(updates.select(WRITTEN).to_dicts(), actor=ACTOR, action="decay", run_id=run_id)
+    applied = set(written.applied)
+    stale = [i for i in updates.filter(pl.col("became_stale"))["id"].to_list() if i in applied]
+    return Written(
+        {"updated": written.applied, "stale": stale, "pruned": gone.applied},
+        missed=[*gone.skipped_concurrent_edit, *written.skipped_concurrent_edit],
     )
 
 
-def _apply_batch(
-    store: MemoryStore, batch: pl.DataFrame, *, now: datetime, settings: Settings, run_id: str, held: Holders
-) -> dict[str, int]:
-    updates = batch.filter(pl.col("action") == "update")
-    changes = updates.select(WRITTEN).to_dicts()
-    stale_ids = set(updates.filter(pl.col("became_stale"))["id"].to_list())
-
-    def redecide(fresh: list[Memory]) -> pl.DataFrame:
-        """Re-score freshly re-read rows (an edit may have pinned them) and refresh the stale bookkeeping."""
-        again = decide(_frame(fresh), now=now, settings=settings, held=held)
-        stale_ids.difference_update(again["id"].to_list())
-        stale_ids.update(again.filter(pl.col("became_stale") & (pl.col("action") == "update"))["id"].to_list())
-        return again
-
-    def recheck_prunes(fresh: list[Memory]) -> dict[str, int]:
-        again = redecide(fresh)
-        # A row that no longer qualifies for pruning (pinned meanwhile, say) still gets its new score.
-        changes.extend(again.filter(pl.col("action") == "update").select(WRITTEN).to_dicts())
-        keep = again.filter(pl.col("action") == "prune")
-        return dict(zip(keep["id"].to_list(), keep["version"].to_list(), strict=True))
-
-    prunes = batch.filter(pl.col("action") == "prune")
-    expected = dict(zip(prunes["id"].to_list(), prunes["version"].to_list(), strict=True))
-    pruned, skipped = delete_rechecked(
-        store, expected, recheck=recheck_prunes, actor=ACTOR, action="prune", run_id=run_id
-    )
-    late_prunes: dict[str, int] = {}  # rows that qualify for pruning only once re-read
-
-    def recompute(fresh: list[Memory]) -> list[dict[str, Any]]:
-        again = redecide(fresh)
-        keep = again.filter(pl.col("action") == "prune")
-        late_prunes.update(zip(keep["id"].to_list(), keep["version"].to_list(), strict=True))
-        return again.filter(pl.col("action") == "update").select(WRITTEN).to_dicts()
-
-    result = store.cas_write(changes, recompute=recompute, actor=ACTOR, action="decay", run_id=run_id)
-    late = store.cas_delete(late_prunes, actor=ACTOR, action="prune", run_id=run_id)
-    applied = set(result.applied)
-    return {
-        "updated": len(applied),
-        "stale": len(stale_ids & applied),
-        "pruned": len(pruned) + len(late.applied),
-        "skipped_concurrent_edit": len(result.skipped_concurrent_edit)
-        + len(skipped)
-        + len(late.skipped_concurrent_edit),
-    }
+def _redecide(fresh: list[Memory], *, now: datetime, settings: Settings, held: Holders) -> pl.DataFrame:
+    """Re-score rows re-read after a missed compare-and-set (an edit may have pinned them)."""
+    return decide(_frame(fresh), now=now, settings=settings, held=held)
 
 
 def _unrecorded_counts(

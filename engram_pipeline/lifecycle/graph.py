@@ -41,7 +41,12 @@ def graph_floor(settings: Settings) -> float:
 
 
 def agent_graph(
-    store: MemoryStore, agent_id: str, *, floor: float | None = None, include_hidden: bool = False
+    store: MemoryStore,
+    agent_id: str,
+    *,
+    floor: float | None = None,
+    include_hidden: bool = False,
+    version: int | None = None,
 ) -> pa.Table:
     """Pairs ``(src_id, dst_id, score)`` of the agent's memories with cosine ``>= floor``.
 
@@ -49,14 +54,14 @@ def agent_graph(
     profile), lowered to the merge judge's candidate floor (:mod:`engram_pipeline.judge`). Reads ids and
     vectors once, column-wise; rows without a vector are left out, and so are hidden rows unless
     ``include_hidden``. The table has :data:`~engram_pipeline.similarity.PAIRS_SCHEMA`, one row
-    per unordered pair.
+    per unordered pair. ``version``: the graph as of that ``memories`` table version (a resumed pass's start).
     """
     if floor is None:
         from engram_pipeline.judge import get_judge
 
         floor = min(graph_floor(store.settings), get_judge(store).floor)  # the merge judge's candidates too
     where = "vector IS NOT NULL" + ("" if include_hidden else f" AND {VISIBLE_SQL}")
-    table = store.scan(agent_id, columns=["id", "vector"], where=where)
+    table = store.scan(agent_id, columns=["id", "vector"], where=where, version=version)
     if table.num_rows < 2:
         return PAIRS_SCHEMA.empty_table()
     return neighbour_graph(table["id"], vectors_of(table["vector"], store.embedder.dimension), floor=floor)

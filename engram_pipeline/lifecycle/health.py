@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, utcnow
+from engram_pipeline.lifecycle.graph import agent_graph
+from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
 from engram_pipeline.similarity.bands import filter_bands, merge_band
 from engram_pipeline.store.access_log import overlay_pending
 
@@ -88,7 +89,7 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
     visible = ~superseded & ~archived
     vis = rows.filter(pa.array(visible))
     n = vis.num_rows
-    conf = pc.fill_null(vis["confidence"], 0.5).to_numpy(zero_copy_only=False)
+    conf = confidences(vis["confidence"])
     tiers = {t: 0 for t in CONFIDENCE_TIERS}
     for c in conf:
         tiers[confidence_tier(float(c))] += 1
@@ -159,9 +160,7 @@ def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph:
     if graph is None and len(visible) > GRAPH_MAX_ROWS:
         return set(), "none"
     if graph is None:
-        from engram_pipeline.lifecycle.confidence import default_graph
-
-        graph = default_graph(store, agent_id, floor=store.settings.merge_threshold)
+        graph = agent_graph(store, agent_id)
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
     band = filter_bands(table, merge_band(store.settings))
     ends = set(band["src_id"].to_pylist()) | set(band["dst_id"].to_pylist())
@@ -173,7 +172,7 @@ def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:
     from engram_pipeline.lifecycle.confidence import VISIBLE
 
     table = store.scan(agent_id, columns=["confidence"], where=VISIBLE)
-    return pc.fill_null(table["confidence"], 0.5).to_numpy(zero_copy_only=False).astype(float)
+    return confidences(table["confidence"])
 
 
 def render_health_chart(report: HealthReport, confidences: Any, path: str | Path) -> Path:

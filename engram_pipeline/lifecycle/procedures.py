@@ -42,7 +42,7 @@ from engram_pipeline.claims import normalise_value
 from engram_pipeline.lifecycle.beliefs import ACTOR, insert_derived
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
-from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 from engram_pipeline.utterances import drop_speaker, strip_context
 
@@ -221,7 +221,7 @@ def _update(row: Memory, success: set[str], failure: set[str], now: datetime) ->
     if not new_s and not new_f:
         return None
     all_s, all_f = old_s | success, old_f | failure
-    conf = float(row["confidence"] if row["confidence"] is not None else 0.5)
+    conf = confidence_of(row)
     count = int(row["reinforcement_count"] or 0)
     if new_s:
         conf, count = reinforce(conf), count + 1

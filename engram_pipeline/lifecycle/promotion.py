@@ -15,26 +15,34 @@ One pass over one agent's short-term rows, decided column-wise at the run's ``no
 
 Writes go through the store's batched compare-and-set (a row edited meanwhile is re-read and re-decided once;
 one that moved again is counted in ``skipped_concurrent_edit``); a row found already promoted when re-read
-counts as ``skipped``. The pass keeps a :class:`PassCursor` and is idempotent: a second run writes nothing.
+counts as ``skipped``. The pass keeps a :class:`PassCursor` and is idempotent: a second run writes nothing. A
+killed run resumes with the same ``now`` and reports the whole run: it counts what its killed attempt promoted,
+collapsed or expired after the last recorded batch, and writes the ``duplicate-of`` link of a collapse whose
+attempt died before its links commit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
+from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
+from engram_pipeline.store.sql import in_list
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 PASS_NAME = "stm_promotion"
+COUNTS = ("processed", "promoted", "skipped", "expired", "skipped_concurrent_edit")
+COLLAPSE_REASON = "stm_promotion_duplicate"
 ACTOR = "stm_promotion"
 EXPIRY_ACTOR = "stm_expiry"
 COLUMNS = [
@@ -70,35 +78,51 @@ def eligible(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataF
 
 
 def promote_stm(
-    store: MemoryStore, agent_id: str, *, now: datetime | None = None, run_id: str | None = None
+    store: MemoryStore,
+    agent_id: str,
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
 ) -> PromotionReport:
     """Promote what earned durability, collapse what LTM already holds, sweep what expired."""
     settings = store.settings
     folded = store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
-    now = cursor.now
+    now, run_id = cursor.now, cursor.run_id
     stm = agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'")
-    plan = _plan(store, agent_id, eligible(stm, now=now, settings=settings))
-    if cursor.after is not None:
-        plan = plan.filter(pl.col("id") > cursor.after)
-    totals = {"processed": 0, "promoted": 0, "skipped": 0, "expired": 0, "skipped_concurrent_edit": 0}
-    for key, value in cursor.counts.items():
-        totals[key] = totals.get(key, 0) + value
-    for start in range(0, plan.height, settings.decay_batch_size):
-        batch = plan.slice(start, settings.decay_batch_size)
-        counts = _apply_batch(store, agent_id, batch, now=now, settings=settings, run_id=cursor.run_id)
-        counts["processed"] = batch.height
-        cursor.advance(str(batch["id"][-1]), **counts)
-        for key, value in counts.items():
-            totals[key] += value
-    summary = cursor.finish(**{f"total_{k}": v for k, v in totals.items()})
-    return PromotionReport(**totals, cursor=summary, accesses_folded=folded.entries)
+    # A resumed run looks for LTM duplicates among the rows that were LTM when the run began, as its first
+    # attempt did: a row that attempt promoted is no duplicate to collapse into.
+    started = cursor.at_start(["id"], "tier = 'stm'")
+    commit = partial(_commit, store, agent_id, now=now, run_id=run_id)
+    redecide = partial(_redecide, now=now, settings=settings)
+    run = run_batched(
+        cursor,
+        _plan(
+            store,
+            agent_id,
+            eligible(stm, now=now, settings=settings),
+            now=now,
+            not_ltm=[] if started is None else started["id"].to_pylist(),
+        ),
+        lambda batch: write_decided(store, batch, commit, lambda fresh: redecide(fresh, batch)),
+        size=batch_size or settings.decay_batch_size,
+        counts=COUNTS,
+        recount=Recount(
+            ["tier", "superseded_by", "metadata"], partial(_unrecorded_counts, store, now=now, run_id=run_id)
+        ),
+    )
+    return PromotionReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
 
 
-def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame) -> pl.DataFrame:
-    """Add ``action`` (promote / collapse / quota / expire / null) and the LTM duplicate of each row."""
+def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame, *, now: datetime, not_ltm: list[str]) -> pl.DataFrame:
+    """Add ``action`` (promote / collapse / quota / expire / relink / null) and the LTM duplicate of each row;
+    ``planned`` is the action as first decided (a re-read row keeps it, see :func:`_redecide`).
+
+    ``relink``: a row this run already collapsed (a killed attempt of it) gets its ``duplicate-of`` link again
+    if that attempt died before writing it. ``not_ltm``: rows never to take as an LTM duplicate."""
     settings = store.settings
-    dup_id, dup_score = _ltm_duplicates(store, agent_id, df.filter(pl.col("eligible"))["id"].to_list())
+    dup_id, dup_score = _ltm_duplicates(store, agent_id, df.filter(pl.col("eligible"))["id"].to_list(), not_ltm)
     df = df.with_columns(
         pl.col("id").replace_strict(dup_id, default=None, return_dtype=pl.String).alias("duplicate_of"),
         pl.col("id").replace_strict(dup_score, default=None, return_dtype=pl.Float64).alias("duplicate_score"),
@@ -118,11 +142,25 @@ def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("collapse"))
         .when(pl.col("eligible"))
         .then(pl.lit("quota"))
+        .when(_collapsed_at(now))
+        .then(pl.lit("relink"))
     )
-    return df.with_columns(action.alias("action")).sort("id")
+    return df.with_columns(action.alias("action"), action.alias("planned")).sort("id")
 
 
-def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[dict[str, str], dict[str, float]]:
+def _collapsed_at(now: datetime) -> pl.Expr:
+    """Rows collapsed into an LTM duplicate by the run at ``now``."""
+    note = pl.col("metadata").str.json_path_match
+    return (
+        pl.col("superseded_by").is_not_null()
+        & (note("$.superseded.reason") == COLLAPSE_REASON)
+        & (note("$.superseded.at") == now.isoformat())
+    )
+
+
+def _ltm_duplicates(
+    store: MemoryStore, agent_id: str, ids: list[str], not_ltm: list[str]
+) -> tuple[dict[str, str], dict[str, float]]:
     """For each row in ``ids``, its nearest visible LTM row of the agent when at or above the duplicate
     threshold: one multi-vector query for all of them, not one per row."""
     if not ids:
@@ -130,7 +168,8 @@ def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[
     rows = [r for r in store.get_many(ids, columns=["id", "vector"]) if r["vector"] is not None]
     if not rows:
         return {}, {}
-    hits = store.nearest(agent_id, [r["vector"] for r in rows], where=VISIBLE_LTM, k=1)
+    not_yet = f" AND id NOT IN {in_list(not_ltm)}" if not_ltm else ""  # promoted by this very run
+    hits = store.nearest(agent_id, [r["vector"] for r in rows], where=VISIBLE_LTM + not_yet, k=1)
     dup_id: dict[str, str] = {}
     dup_score: dict[str, float] = {}
     for hit in hits:
@@ -141,97 +180,109 @@ def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[
     return dup_id, dup_score
 
 
-def _apply_batch(
-    store: MemoryStore, agent_id: str, batch: pl.DataFrame, *, now: datetime, settings: Settings, run_id: str
-) -> dict[str, int]:
-    counts = {"promoted": 0, "skipped": 0, "expired": 0, "skipped_concurrent_edit": 0}
-    counts["skipped"] = batch.filter(pl.col("action") == "quota").height
-
-    def redecide(fresh: list[Memory]) -> pl.DataFrame:
-        return eligible(_frame(fresh), now=now, settings=settings)
-
-    # Promote: a re-read row still STM and still eligible is promoted at its new version; one found already
-    # promoted (or no longer eligible) is left alone and counted as skipped.
-    promote = batch.filter(pl.col("action") == "promote")
-    cols = ["id", "version", "importance", "importance_factors"]
-
-    def as_promotion(df: pl.DataFrame) -> list[dict[str, Any]]:
-        return df.select(cols).with_columns(tier=pl.lit("ltm"), expires_at=pl.lit(None)).to_dicts()
-
-    def recompute_promotion(fresh: list[Memory]) -> list[dict[str, Any]]:
-        return as_promotion(redecide(fresh).filter(pl.col("eligible")))
-
-    result = store.cas_write(
-        as_promotion(promote), recompute=recompute_promotion, actor=ACTOR, action="promote", run_id=run_id
+def _commit(store: MemoryStore, agent_id: str, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
+    """Write one decided batch at the versions read: promotions, collapses (audited, then their links), expiries
+    (audited deletes). Quota rows, and rows a re-read found already promoted or no longer eligible, are
+    ``skipped``; so is a collapsed row (it is not promoted)."""
+    action = pl.col("action")
+    promote = decided.filter(action == "promote")
+    promoted = store.cas_write(
+        promote.select("id", "version", "importance", "importance_factors")
+        .with_columns(tier=pl.lit("ltm"), expires_at=pl.lit(None))
+        .to_dicts(),
+        actor=ACTOR,
+        action="promote",
+        run_id=run_id,
     )
-    counts["promoted"] = len(result.applied)
-    counts["skipped"] += len(result.unchanged)
-    counts["skipped_concurrent_edit"] += len(result.skipped_concurrent_edit)
-
-    # Collapse into the LTM duplicate: superseded (hidden, audited, restorable), linked duplicate-of.
-    collapse = {r["id"]: r for r in batch.filter(pl.col("action") == "collapse").iter_rows(named=True)}
-
-    def as_collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for r in rows:
-            dup = collapse[r["id"]]
-            meta = loads_metadata(r)
-            meta["superseded"] = {
-                "reason": "stm_promotion_duplicate",
-                "by": dup["duplicate_of"],
-                "score": dup["duplicate_score"],
-                "at": now.isoformat(),
-            }
-            out.append(
-                {"id": r["id"], "version": r["version"], "status": "superseded",
-                 "superseded_by": dup["duplicate_of"], "metadata": dumps_metadata(meta)}
-            )  # fmt: skip
-        return out
-
-    def recompute_collapse(fresh: list[Memory]) -> list[dict[str, Any]]:
-        again = redecide(fresh).filter(pl.col("eligible"))
-        return as_collapse(again.select("id", "version", "metadata").to_dicts())
-
-    result = store.cas_write(
-        as_collapse(list(collapse.values())),
-        recompute=recompute_collapse,
+    collapse = decided.filter(action == "collapse")
+    collapsed = store.cas_write(
+        [_collapse(r, now) for r in collapse.iter_rows(named=True)],
         actor=ACTOR,
         action="supersede",
         run_id=run_id,
         audit=True,
     )
+    relinked = set(collapsed.applied) | set(decided.filter(action == "relink")["id"].to_list())
     store.add_links(
         [
-            {"agent_id": agent_id, "src_id": i, "dst_id": collapse[i]["duplicate_of"],
-             "rel": "duplicate-of", "score": collapse[i]["duplicate_score"]}
-            for i in result.applied
+            {"agent_id": agent_id, "src_id": r["id"], "dst_id": r["duplicate_of"] or r["superseded_by"],
+             "rel": "duplicate-of", "score": r["duplicate_score"] or _collapse_score(r)}
+            for r in decided.filter(pl.col("id").is_in(list(relinked))).iter_rows(named=True)
         ],
         run_id=run_id,
+        keyed=True,
     )  # fmt: skip
-    counts["skipped"] += len(collapse) - len(result.skipped_concurrent_edit)
-    counts["skipped_concurrent_edit"] += len(result.skipped_concurrent_edit)
-
-    # Expire: audited delete; a re-read row still expired, STM and unpinned goes at its new version.
-    expire = batch.filter(pl.col("action") == "expire")
-
-    def recheck(fresh: list[Memory]) -> dict[str, int]:
-        again = redecide(fresh).filter(pl.col("expired") & (pl.col("tier") == "stm"))
-        return dict(zip(again["id"].to_list(), again["version"].to_list(), strict=True))
-
-    gone, skipped = delete_rechecked(
-        store,
+    expire = decided.filter(action == "expire")
+    expired = store.cas_delete(
         dict(zip(expire["id"].to_list(), expire["version"].to_list(), strict=True)),
-        recheck=recheck,
         actor=EXPIRY_ACTOR,
         action="prune",
         run_id=run_id,
     )
-    counts["expired"] = len(gone)
-    counts["skipped_concurrent_edit"] += len(skipped)
-    return counts
+    settled = decided.filter(
+        (action == "quota") | (action.is_null() & pl.col("planned").is_in(["promote", "collapse"]))
+    )
+    return Written(
+        {"promoted": promoted.applied, "expired": expired.applied,
+         "skipped": [*settled["id"].to_list(), *collapsed.applied]},
+        missed=[*promoted.skipped_concurrent_edit, *collapsed.skipped_concurrent_edit,
+                *expired.skipped_concurrent_edit],
+    )  # fmt: skip
+
+
+def _redecide(fresh: list[Memory], batch: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
+    """Re-read rows decided again, each for what was planned for it: a promotion or collapse still happens if
+    the row is still eligible, an expiry if it is still expired, STM and unpinned; otherwise nothing."""
+    planned = batch.select("id", "planned", "duplicate_of", "duplicate_score")
+    again = eligible(_frame(fresh), now=now, settings=settings).join(planned, on="id")
+    keep = (
+        pl.when(pl.col("planned").is_in(["promote", "collapse"]) & pl.col("eligible"))
+        .then(pl.col("planned"))
+        .when((pl.col("planned") == "expire") & pl.col("expired") & (pl.col("tier") == "stm"))
+        .then(pl.col("planned"))
+    )
+    return again.with_columns(keep.alias("action"))
+
+
+def _collapse(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The change hiding ``row`` behind its LTM duplicate (superseded, with the reason in its metadata)."""
+    meta = loads_metadata(row)
+    meta["superseded"] = {
+        "reason": COLLAPSE_REASON,
+        "by": row["duplicate_of"],
+        "score": row["duplicate_score"],
+        "at": now.isoformat(),
+    }
+    return {
+        "id": row["id"],
+        "version": row["version"],
+        "status": "superseded",
+        "superseded_by": row["duplicate_of"],
+        "metadata": dumps_metadata(meta),
+    }
+
+
+def _collapse_score(row: dict[str, Any]) -> float | None:
+    score = loads_metadata(row).get("superseded", {}).get("score")
+    return None if score is None else float(score)
+
+
+def _unrecorded_counts(
+    store: MemoryStore, before: pl.DataFrame, after: pl.DataFrame, *, now: datetime, run_id: str
+) -> dict[str, int]:
+    """What killed attempts of this run did after its last recorded batch (see ``PassCursor.unrecorded``): STM
+    rows they promoted (LTM now) or expired (gone, with this run's prune event) left the STM rows this run
+    reads, and rows they collapsed count as skipped, so that the resumed run reports the whole run."""
+    stm = before.filter(pl.col("tier") == "stm")
+    gone = sorted(set(stm["id"].to_list()) - set(after["id"].to_list()))
+    expired = len(store.audited(gone, action="prune", run_id=run_id)) if gone else 0
+    tier_now = after.select("id", pl.col("tier").alias("tier_now"))
+    promoted = stm.join(tier_now, on="id").filter(pl.col("tier_now") == "ltm").height
+    was_visible = stm.filter(pl.col("superseded_by").is_null())["id"].to_list()
+    collapsed = after.filter(pl.col("id").is_in(was_visible) & _collapsed_at(now))
+    return {"processed": expired + promoted, "expired": expired, "promoted": promoted, "skipped": collapsed.height}
 
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:
     """Re-read rows (dicts) as a frame of :data:`COLUMNS` with the table's types."""
-    schema = polars_schema(COLUMNS)
-    return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema, orient="row")
+    return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=polars_schema(COLUMNS), orient="row")

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from engram_pipeline.model import (
+    DEFAULT_CONFIDENCE,
     KINDS,
     OUTCOMES,
     SOURCE_CONFIDENCE,
@@ -102,7 +103,7 @@ def build_row(
         "outcome": checked_outcome,
         "importance": 0.5 if importance is None else float(importance),
         "importance_factors": None,
-        "confidence": SOURCE_CONFIDENCE.get(source, 0.5) if confidence is None else float(confidence),
+        "confidence": SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE) if confidence is None else float(confidence),
         "access_count": access_count,
         "reinforcement_count": 0,
         "pinned": bool(pinned),

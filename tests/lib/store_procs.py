@@ -141,6 +141,9 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
 
         agent, plan_id, now, batch = rest
         report = apply_corpus_merge(store, agent, plan_id, now=datetime.fromisoformat(now), batch_size=int(batch))
+    elif command in PASSES:
+        agent, now, batch = rest
+        report = PASSES[command]()(store, agent, now=datetime.fromisoformat(now), batch_size=int(batch))
     elif command == "remember":
         agent, *contents = rest
         report = [
@@ -159,6 +162,39 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         raise SystemExit(f"unknown command {command!r}")
     data = json.loads(_report(report))
     return json.dumps({**data, "ticks": ticks[0]} if isinstance(data, dict) else data)
+
+
+def _promote() -> Callable[..., Any]:
+    from engram_pipeline.lifecycle.promotion import promote_stm
+
+    return promote_stm
+
+
+def _decay_confidence() -> Callable[..., Any]:
+    from engram_pipeline.lifecycle.confidence import decay_confidence
+
+    return decay_confidence
+
+
+def _contradictions() -> Callable[..., Any]:
+    from engram_pipeline.lifecycle.contradictions import detect_contradictions
+
+    return detect_contradictions
+
+
+def _archive() -> Callable[..., Any]:
+    from engram_pipeline.lifecycle.archival import archive_faded
+
+    return archive_faded
+
+
+# Passes run as ``COMMAND URI AGENT NOW BATCH_SIZE``.
+PASSES: dict[str, Callable[[], Callable[..., Any]]] = {
+    "promote": _promote,
+    "decay_confidence": _decay_confidence,
+    "contradictions": _contradictions,
+    "archive": _archive,
+}
 
 
 def _write_loop(store: Any, agent: str, seconds: float, sample: int) -> dict[str, int]:

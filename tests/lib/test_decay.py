@@ -106,26 +106,29 @@ def test_second_run_at_same_now_writes_nothing(store: MemoryStore) -> None:
 
 class EditingStore(MemoryStore):
     """A second writer that edits rows through the public API after the pass read them, before it commits:
-    ``once`` rows are edited before the first attempt, ``twice`` rows again before the retry."""
+    ``once`` rows are edited before the first attempt, ``twice`` rows again before the retry (the pass's next
+    compare-and-set, which writes what it re-decided from the re-read rows)."""
 
     once: Sequence[str] = ()
     twice: Sequence[str] = ()
+    again: Sequence[str] = ()
 
     def cas_write(self, changes: Sequence[dict[str, Any]], *, recompute: Any = None, **kw: Any) -> Any:
-        if kw.get("actor") != "ltm_decay" or not (self.once or self.twice):
+        if kw.get("actor") != "ltm_decay" or not (self.once or self.twice or self.again):
             return super().cas_write(changes, recompute=recompute, **kw)
-        once, twice, self.once, self.twice = self.once, self.twice, (), ()
+        if self.again:  # the retry
+            again, self.again = self.again, ()
+            self._edit_again(again)
+            return super().cas_write(changes, recompute=recompute, **kw)
+        once, twice, self.once, self.twice, self.again = self.once, self.twice, (), (), self.twice
         for rid in [*once, *twice]:
             self.update(rid, expected_version=self.get(rid, track_access=False)["version"], pinned=True)
+        return super().cas_write(changes, recompute=recompute, **kw)
 
-        def recompute_then_edit(fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            out = recompute(fresh)
-            for rid in twice:
-                cur = self.get(rid, track_access=False)
-                self.update(rid, expected_version=cur["version"], tags=["edited-again"])
-            return out
-
-        return super().cas_write(changes, recompute=recompute_then_edit, **kw)
+    def _edit_again(self, ids: Sequence[str]) -> None:
+        for rid in ids:
+            cur = self.get(rid, track_access=False)
+            self.update(rid, expected_version=cur["version"], tags=["edited-again"])
 
 
 def test_concurrent_edit_is_recomputed_or_skipped(store_uri: str, settings: Settings) -> None:

@@ -1,7 +1,7 @@
 """``/v1/agents/{agent_id}``: health for the agent's keys; lifecycle passes for admin keys.
 
 The passes run synchronously in the request (a worker thread) and return their report (see
-:mod:`engram_pipeline.api.passes`; a pass that is not installed is a 501 that says so).
+:mod:`engram_pipeline.api.passes`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
+from engram_pipeline import lifecycle
 from engram_pipeline.api.deps import AdminDep, AgentDep, KnownAgentDep, StoreDep
 from engram_pipeline.api.models import (
     ConsolidateRequest,
@@ -19,7 +20,7 @@ from engram_pipeline.api.models import (
     PromoteRequest,
     ReportResponse,
 )
-from engram_pipeline.api.passes import as_json, decay_json, health_json, lifecycle
+from engram_pipeline.api.passes import as_json, decay_json, health_json
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
@@ -27,7 +28,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent (or is not an admin key)"},
     404: {"model": ErrorOut, "description": "no such corpus-merge plan"},
     422: {"model": ErrorOut, "description": "invalid input"},
-    501: {"model": ErrorOut, "description": "this pass is not installed"},
 }
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["agents"], responses=ERRORS)
@@ -45,7 +45,7 @@ def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
 def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
     """Counts by status, tier and confidence tier, and what the passes last did for this agent
     (``overall_score``, ``tier_distribution``, ``contradiction_count``, ``stale_count``, ...)."""
-    report = health_json(lifecycle("health", "health")(store, agent_id))
+    report = health_json(lifecycle.health(store, agent_id))
     return ReportResponse(pass_name="health", agent_id=agent_id, report=report)
 
 
@@ -58,10 +58,10 @@ def decay(
     With ``{"confidence": true}`` the competition-aware confidence decay runs after it. ``decayed_count``,
     ``archived_count`` and ``pruned_count`` sum the report up.
     """
-    importance = lifecycle("decay", "decay_importance")(store, agent_id)
+    importance = lifecycle.decay_importance(store, agent_id)
     confidence = None
     if body is not None and body.confidence:
-        confidence = lifecycle("confidence", "decay_confidence")(store, agent_id)
+        confidence = lifecycle.decay_confidence(store, agent_id)
     return ReportResponse(pass_name="decay", agent_id=agent_id, report=decay_json(importance, confidence))
 
 
@@ -74,7 +74,7 @@ def consolidate(
 ) -> ReportResponse:
     """Run the five-stage consolidation (``scope`` recent or full) now and return its report."""
     scope = body.scope if body is not None else "recent"
-    return _report("consolidate", agent_id, lifecycle("consolidation", "consolidate")(store, agent_id, scope=scope))
+    return _report("consolidate", agent_id, lifecycle.consolidate(store, agent_id, scope=scope))
 
 
 @router.post("/promote", response_model=ReportResponse)
@@ -82,7 +82,7 @@ def promote(
     agent_id: AgentDep, store: StoreDep, _admin: AdminDep, _body: Annotated[PromoteRequest | None, Body()] = None
 ) -> ReportResponse:
     """Run STM to LTM promotion now and return its report."""
-    return _report("promote", agent_id, lifecycle("promotion", "promote_stm")(store, agent_id))
+    return _report("promote", agent_id, lifecycle.promote_stm(store, agent_id))
 
 
 @router.post("/corpus-merge", response_model=ReportResponse)
@@ -99,7 +99,7 @@ def corpus_merge(
     changed since the review is skipped and counted, and a near-duplicate written after it is not merged.
     """
     if body is None or body.dry_run:
-        plan = lifecycle("corpus_merge", "consolidate_corpus")
+        plan = lifecycle.consolidate_corpus
         return _report("corpus_merge", agent_id, plan(store, agent_id, dry_run=True))
-    apply = lifecycle("corpus_merge", "apply_corpus_merge")
+    apply = lifecycle.apply_corpus_merge
     return _report("corpus_merge", agent_id, apply(store, agent_id, body.plan_id))

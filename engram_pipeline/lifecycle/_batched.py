@@ -1,0 +1,155 @@
+"""The skeleton every batched lifecycle pass runs, so that a pass states only what it decides.
+
+A pass takes its cursor (:meth:`PassCursor.start`, from the pass function itself: that frame holds the lease),
+decides its work as one polars frame (one row per unit of work, keyed by id), and hands the rest to
+:func:`run_batched`:
+
+1. seed the totals with what earlier, killed attempts of the run recorded (``cursor.counts``);
+2. on a resumed run, count what the last killed attempt wrote after its last recorded batch (a commit that
+   landed just before the kill), with the pass's :class:`Recount`, and record it in the cursor, so that the
+   resumed run reports the whole run and a second kill does not lose it;
+3. for each batch of ``size`` keys after the cursor, call the pass's ``write(batch)`` (the batch's compare-and-set
+   commits) and advance the cursor with its counts;
+4. finish the cursor (give the lease back) with the totals.
+
+:func:`write_decided` is the batch step of the passes whose decision is per row: commit the decided frame at the
+versions read, re-read the rows whose version moved, decide them again (a pure function of the fresh rows) and
+commit once more; what moved again is ``skipped_concurrent_edit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from engram_pipeline.lifecycle._common import PassCursor
+from engram_pipeline.model import Memory
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class Recount:
+    """How a pass counts what a killed attempt of its run wrote without recording it.
+
+    ``count(before, now)`` gets the agent's rows after the cursor (``columns``, plus ``id``) as they were when
+    the last recorded batch ended and as they are now, and returns the counts of the writes in between that
+    are this run's (say, rows stamped with the run's ``now``), and, for a pass that records them, those rows'
+    outcomes (a :class:`BatchResult`)."""
+
+    columns: Sequence[str]
+    count: Callable[[pl.DataFrame, pl.DataFrame], Mapping[str, int] | BatchResult]
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """A batch's counts, and (optionally) each row's outcome, kept in the cursor for the report."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    outcome: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchedRun:
+    counts: dict[str, int]  # the whole run's, killed attempts included
+    cursor: dict[str, Any]  # the finished cursor's summary, as reports carry it
+    outcome: dict[str, str]  # every row's outcome, when the pass records one
+
+
+def run_batched(
+    cursor: PassCursor,
+    work: pl.DataFrame,
+    write: Callable[[pl.DataFrame], Mapping[str, int] | BatchResult],
+    *,
+    size: int,
+    counts: Iterable[str],
+    recount: Recount | None = None,
+    key: str = "id",
+    summary: Mapping[str, Any] | None = None,
+) -> BatchedRun:
+    """Run ``write`` over ``work`` in batches of ``size`` keys after the cursor; see the module docstring.
+
+    ``counts`` names the report's counters (all start at 0); a ``processed`` counter counts the batch's rows
+    unless ``write`` says otherwise. ``summary`` goes into the finished cursor.
+    """
+    totals = dict.fromkeys(counts, 0)
+    _add(totals, cursor.counts)
+    outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
+    if recount is not None and (unrecorded := cursor.unrecorded(list(recount.columns))) is not None:
+        counted = recount.count(*unrecorded)
+        found = counted if isinstance(counted, BatchResult) else BatchResult(counted)
+        if any(found.counts.values()) or found.outcome:
+            outcome.update(found.outcome)
+            cursor.state["outcome"] = outcome
+            cursor.record(**{k: int(v) for k, v in found.counts.items() if v})
+            _add(totals, found.counts)
+    todo = work.sort(key)
+    if cursor.after is not None:
+        todo = todo.filter(pl.col(key) > cursor.after)
+    for start in range(0, todo.height, size):
+        batch = todo.slice(start, size)
+        done = write(batch)
+        result = done if isinstance(done, BatchResult) else BatchResult(done)
+        batch_counts = dict(result.counts)
+        if "processed" in totals:
+            batch_counts.setdefault("processed", batch.height)
+        if result.outcome:
+            outcome.update(result.outcome)
+            cursor.state["outcome"] = outcome
+        cursor.advance(str(batch[key][-1]), **batch_counts)
+        _add(totals, batch_counts)
+    state = cursor.finish(**{f"total_{k}": v for k, v in totals.items()}, **(summary or {}))
+    return BatchedRun(totals, state, outcome)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one commit of a decided frame did: the ids each counter counts, and the ids whose version moved."""
+
+    applied: Mapping[str, Sequence[str]]
+    missed: Sequence[str] = ()
+
+
+def write_decided(
+    store: MemoryStore,
+    decided: pl.DataFrame,
+    commit: Callable[[pl.DataFrame], Written],
+    redecide: Callable[[list[Memory]], pl.DataFrame],
+    *,
+    record: Iterable[str] = (),
+) -> BatchResult:
+    """Commit ``decided`` (``commit`` writes it through the batched compare-and-set at the versions read); re-read
+    the rows that missed, ``redecide`` them and commit once more. Returns the counts, ``skipped_concurrent_edit``
+    being the rows that moved again or vanished, and, as each row's outcome, the ids counted by the counters
+    named in ``record``."""
+    keep = set(record)
+    counts: dict[str, int] = {}
+    outcome: dict[str, str] = {}
+
+    def tally(written: Written) -> None:
+        for k, ids in written.applied.items():
+            counts[k] = counts.get(k, 0) + len(ids)
+            if k in keep:
+                outcome.update(dict.fromkeys(ids, k))
+
+    first = commit(decided)
+    tally(first)
+    skipped = 0
+    if first.missed:
+        fresh = store.get_many(list(first.missed))
+        skipped = len(first.missed) - len(fresh)
+        if fresh:
+            second = commit(redecide(fresh))
+            tally(second)
+            skipped += len(second.missed)
+    counts["skipped_concurrent_edit"] = counts.get("skipped_concurrent_edit", 0) + skipped
+    return BatchResult(counts, outcome)
+
+
+def _add(totals: dict[str, int], counts: Mapping[str, int]) -> None:
+    for k, v in counts.items():
+        totals[k] = totals.get(k, 0) + int(v)

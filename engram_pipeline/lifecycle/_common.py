@@ -151,7 +151,7 @@ class PassCursor:
     def record(self, **counts: int) -> None:
         """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
         killed attempt wrote), so that a later resume counts only from here."""
-        self.state["memories_version"] = self.store.memories.version
+        self.state["memories_version"] = self.store.memories_version()
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)

@@ -34,6 +34,7 @@ from engram_pipeline.lifecycle.retention import SEED, holders
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.audit import HIDING_ACTIONS
 from engram_pipeline.store.sql import in_list, lit
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -136,9 +137,7 @@ def contradicted_rows_have_partner(store: MemoryStore, agent_id: str) -> Invaria
 
 def hidden_rows_have_audit_pre_image(store: MemoryStore, agent_id: str) -> InvariantResult:
     """Every archived or superseded row, and every row gone from ``memories``, has an audited pre-image."""
-    hidden = _rows(
-        store, agent_id, ["id", "status"], "status IN ('archived', 'superseded') OR superseded_by IS NOT NULL"
-    )
+    hidden = _rows(store, agent_id, ["id", "status"], f"NOT ({VISIBLE_SQL})")
     audited = store.audit_for_agent(agent_id, columns=["memory_id"])
     ever = set(audited["memory_id"].to_pylist())
     gone = ever - _present(store, ever) if ever else set()

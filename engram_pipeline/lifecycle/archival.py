@@ -21,10 +21,9 @@ import polars as pl
 
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, run_batched, write_decided
 from engram_pipeline.lifecycle._common import PassCursor
-from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, confidence_of
-from engram_pipeline.visibility import is_visible
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -55,7 +54,7 @@ def archive_faded(
     floor = float(store.settings.archive_confidence)
     cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
-    where = f"{VISIBLE} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
+    where = f"{VISIBLE_SQL} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
     found = pl.from_arrow(store.scan(agent_id, columns=["id", "version"], where=where))
     assert isinstance(found, pl.DataFrame)
     held = holders(store, agent_id)

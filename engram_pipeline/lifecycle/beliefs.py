@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import Claim, same_value
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
-from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -252,7 +252,7 @@ def _representatives(values: Counter[tuple[str, bool]]) -> dict[tuple[str, bool]
 def existing_index(store: MemoryStore, agent_id: str, kind: str, extractor: Extractor) -> dict[str, Memory]:
     """Visible rows of ``kind`` by belief key: derived rows by ``metadata.belief_key``, others by their one
     claim; also by ``hash:<content_hash>``."""
-    rows = store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE}").to_pylist()
+    rows = store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE_SQL}").to_pylist()
     index: dict[str, Memory] = {}
     plain = [r for r in rows if "belief_key" not in loads_metadata(r)]
     for r, found in zip(plain, extractor.extract_claims([r["content"] for r in plain]), strict=True):
@@ -334,7 +334,7 @@ def extract_beliefs(
     # Every visible episode's claims: an embedding cluster can split one claim said in different words, so
     # the episodes that speak to the same slot are a group of their own too.
     rows = store.scan(
-        agent_id, columns=["id", "content", "created_at"], where=f"kind = 'episodic' AND {VISIBLE}"
+        agent_id, columns=["id", "content", "created_at"], where=f"kind = 'episodic' AND {VISIBLE_SQL}"
     ).to_pylist()
     claims = dict(zip([r["id"] for r in rows], extractor.extract_claims([r["content"] for r in rows]), strict=True))
     when = {r["id"]: r["created_at"] for r in rows}

@@ -55,15 +55,13 @@ from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, confidence_of, confidences
 from engram_pipeline.settings import Settings
-from engram_pipeline.visibility import VISIBLE_SQL
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 PASS = "confidence_decay"
 ACTOR = "confidence_decay"
-# Rows a pass may change: visible ones (a hidden row neither decays nor competes).
-VISIBLE = VISIBLE_SQL
 _DAY_US = 86_400e6
 _COLUMNS = ["id", "version", "confidence", "pinned", "decayed_at", "created_at"]
 COUNTS = ("decayed", "archived", "skipped_concurrent_edit")
@@ -193,8 +191,8 @@ def decay_confidence(
     now = cursor.now
     # A resumed run decides from the rows as the run began (competition is computed once per run from the
     # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
-    start = cursor.at_start(_COLUMNS, VISIBLE)
-    frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE)).sort_by("id")
+    start = cursor.at_start(_COLUMNS, VISIBLE_SQL)
+    frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE_SQL)).sort_by("id")
     if graph is None and frame.num_rows > 1:
         graph = agent_graph(store, agent_id, version=None if start is None else cursor.started_version)
     held = holders(store, agent_id)
@@ -292,7 +290,7 @@ def _unrecorded_counts(before: pl.DataFrame, after: pl.DataFrame, *, now: dateti
 
 def _fresh_change(row: Memory, comp: float, now: datetime, rate: float) -> dict[str, Any] | None:
     """The decay change of one re-read row (after a compare-and-set miss), or None if nothing is due."""
-    if row["status"] in ("superseded", "archived") or row.get("superseded_by"):
+    if not is_visible(row):
         return None
     ref = row.get("decayed_at") or row.get("created_at") or now
     elapsed = max(0.0, (now - ref).total_seconds() / 86_400.0)

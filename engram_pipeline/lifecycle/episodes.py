@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.model import utcnow
 from engram_pipeline.similarity import components
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -95,7 +95,9 @@ def cluster_episodes(
     if scope == "full":
         since = None
     columns = ["id", "created_at"] + (["vector"] if graph is None else [])
-    episodes = store.scan(agent_id, columns=columns, where=f"kind = 'episodic' AND {VISIBLE} AND vector IS NOT NULL")
+    episodes = store.scan(
+        agent_id, columns=columns, where=f"kind = 'episodic' AND {VISIBLE_SQL} AND vector IS NOT NULL"
+    )
     ids = episodes["id"].combine_chunks() if episodes.num_rows else pa.array([], pa.string())
     if since is not None and episodes.num_rows:
         cut = pa.scalar(datetime.fromisoformat(since), type=pa.timestamp("us", tz="UTC"))

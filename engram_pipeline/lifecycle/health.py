@@ -169,9 +169,9 @@ def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph:
 
 def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:
     """Confidences of the agent's visible rows (for the histogram)."""
-    from engram_pipeline.lifecycle.confidence import VISIBLE
+    from engram_pipeline.visibility import VISIBLE_SQL
 
-    table = store.scan(agent_id, columns=["confidence"], where=VISIBLE)
+    table = store.scan(agent_id, columns=["confidence"], where=VISIBLE_SQL)
     return confidences(table["confidence"])
 
 

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import normalise_value
 from engram_pipeline.lifecycle.beliefs import ACTOR, insert_derived
-from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 from engram_pipeline.utterances import drop_speaker, strip_context
+from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -144,7 +144,7 @@ def detect_procedures(
     rows = store.scan(
         agent_id,
         columns=["id", "content", "outcome", "metadata", "created_at"],
-        where=f"kind = 'episodic' AND {VISIBLE}",
+        where=f"kind = 'episodic' AND {VISIBLE_SQL}",
     ).to_pylist()
     groups: dict[str, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
@@ -159,7 +159,7 @@ def detect_procedures(
         if outcome == "success":
             g["texts"][found] += 1
         g["new"] |= since is None or r["created_at"] > since
-    procedural = store.scan(agent_id, where=f"kind = 'procedural' AND {VISIBLE}").to_pylist()
+    procedural = store.scan(agent_id, where=f"kind = 'procedural' AND {VISIBLE_SQL}").to_pylist()
     existing = {loads_metadata(r).get("procedure_key"): r for r in procedural}
     by_hash = {r["content_hash"]: r for r in procedural}
     specs, changes, evidence = [], [], {}

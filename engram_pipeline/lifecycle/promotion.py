@@ -36,6 +36,7 @@ from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
 from engram_pipeline.store.sql import in_list
+from engram_pipeline.visibility import VISIBLE_SQL, visible_expr
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -49,7 +50,7 @@ COLUMNS = [
     "id", "version", "tier", "content", "tags", "pinned", "access_count", "created_at", "last_accessed_at",
     "expires_at", "status", "superseded_by", "metadata",
 ]  # fmt: skip
-VISIBLE_LTM = "tier = 'ltm' AND status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
+VISIBLE_LTM = f"tier = 'ltm' AND {VISIBLE_SQL}"
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,7 @@ class PromotionReport:
 def eligible(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataFrame:
     """Score STM rows (the :data:`COLUMNS`) and flag the visible ones that earned promotion."""
     scored = importance_frame(df, now=now, half_life_days=settings.importance_half_life_days)
-    visible = (pl.col("tier") == "stm") & ~pl.col("status").is_in(["superseded", "archived"])
-    visible = visible & pl.col("superseded_by").is_null()
+    visible = (pl.col("tier") == "stm") & visible_expr()
     ok = (pl.col("access_count").fill_null(0) >= settings.stm_access_threshold) & (
         pl.col("importance") >= settings.stm_importance_threshold
     )

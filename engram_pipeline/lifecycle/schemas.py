@@ -30,9 +30,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.lifecycle.beliefs import _POSSESSIVE, ACTOR, claim_value, insert_derived, surface
-from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
 from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -100,7 +100,7 @@ def derive_schemas(
     s = store.settings
     now = now or utcnow()
     extractor = extractor or default_extractor()
-    where = f"kind = 'semantic' AND {VISIBLE} AND confidence >= {float(s.schema_min_confidence)!r}"
+    where = f"kind = 'semantic' AND {VISIBLE_SQL} AND confidence >= {float(s.schema_min_confidence)!r}"
     rows = store.scan(agent_id, columns=["id", "content", "confidence"], where=where).to_pylist()
     subjects = {
         subj: found
@@ -109,7 +109,7 @@ def derive_schemas(
     }
     existing = {
         loads_metadata(r).get("schema_subject"): r
-        for r in store.scan(agent_id, where=f"kind = 'schema' AND {VISIBLE}").to_pylist()
+        for r in store.scan(agent_id, where=f"kind = 'schema' AND {VISIBLE_SQL}").to_pylist()
     }
     specs, changes, new_links = [], [], []
     for subject in sorted(subjects):
@@ -158,11 +158,7 @@ def derive_schemas(
 
     def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
         # the planned attributes still stand (they come from the sources, not from the schema row)
-        return [
-            {**planned[r["id"]], "version": r["version"]}
-            for r in fresh
-            if r["status"] not in ("superseded", "archived") and not r.get("superseded_by")
-        ]
+        return [{**planned[r["id"]], "version": r["version"]} for r in fresh if is_visible(r)]
 
     result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="update_schema", run_id=run_id)
     applied = set(result.applied)

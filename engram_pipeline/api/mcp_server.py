@@ -89,6 +89,11 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
         return run
 
+    def known() -> None:
+        """Refuse a pass or a report on an agent with no memories, like the HTTP API (404) and the CLI."""
+        if not store.has_agent(agent_id):
+            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
+
     def own(memory_id: str) -> dict[str, Any]:
         return store.get(memory_id, agent_id=agent_id, track_access=False)
 
@@ -205,6 +210,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="Promote short-term memories that earned it to long-term memory, now.")
     def consolidate_memories() -> dict[str, Any]:
+        known()
         return as_json(guarded(lambda: lifecycle("promotion", "promote_stm")(store, agent_id))())
 
     @server.tool(
@@ -212,6 +218,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
     )
     def consolidate_corpus(dryRun: StrictBool = True, planId: StrictStr | None = None) -> dict[str, Any]:
+        known()
         if dryRun:
             if planId is not None:
                 raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
@@ -232,8 +239,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:
-        if not store.has_agent(agent_id):
-            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
+        known()
         return health_json(guarded(lambda: lifecycle("health", "health")(store, agent_id))())
 
     return server

@@ -173,11 +173,13 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
     assert merged_as_reviewed(store, ids)
 
 
-def test_health_of_an_agent_without_memories_is_not_found(store: MemoryStore) -> None:
+@pytest.mark.parametrize("tool", ["memory_health", "consolidate_memories", "consolidate_corpus"])
+def test_health_and_passes_of_an_agent_without_memories_are_not_found(store: MemoryStore, tool: str) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from engram_pipeline.api.mcp_server import build_mcp
 
-    server = build_mcp(store, "newcomer")
+    server = build_mcp(store, "newcomer", admin=True)
     with pytest.raises(ToolError, match="NOT_FOUND: unknown agent 'newcomer'"):
-        anyio.run(server.call_tool, "memory_health", {})
+        anyio.run(server.call_tool, tool, {})
+    assert store.plans_of("newcomer") == []

@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Where the memory API listens unless told otherwise: `engram serve`, `python -m engram_pipeline.api` and the
+# client's default base URL all read these two.
+API_HOST = "127.0.0.1"
+API_PORT = 8080
+DEFAULT_API_URL = f"http://{API_HOST}:{API_PORT}"
+
 CONTRADICTION_POLICIES = ("flag", "supersede")
 # What may leave recall (engram_pipeline/lifecycle/retention.py): "safe" only what is held elsewhere;
 # "seed" the inherited score/age pruning and confidence archival.

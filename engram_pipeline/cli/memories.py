@@ -74,8 +74,10 @@ def import_(
             f"{report.batches} batches committed, {report.failed_batches} failed"
         )
     if report.errors:
-        what = "nothing from the failed batch was written"
-        warn(f"error: {len(report.errors)} bad line(s); {what}" + ("; import stopped" if on_error == "abort" else ""))
+        if on_error == "abort":
+            warn(f"error: {len(report.errors)} bad line(s); nothing from their batch was written; import stopped")
+        else:
+            warn(f"error: {len(report.errors)} bad line(s) skipped; every other line was imported")
         raise typer.Exit(1)
 
 

@@ -12,12 +12,13 @@ from typing import Annotated
 import typer
 
 from engram_pipeline.cli._common import CliError, library, state
+from engram_pipeline.settings import API_HOST, API_PORT
 
 
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    host: Annotated[str, typer.Option(help="interface to bind")] = API_HOST,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = API_PORT,
 ) -> None:
     """Serve the memory API (FastAPI, /v1, OpenAPI at /openapi.json)."""
     library("engram_pipeline.api", "serve")(host, port, state(ctx).settings)

@@ -78,7 +78,8 @@ def test_maintain_and_agent_selection(cli, seeded) -> None:  # type: ignore[no-u
 
 def test_consolidate_rejects_an_unknown_scope(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("consolidate", "--agent", "a", "--scope", "partial")
-    assert result.exit_code == 1 and "--scope must be recent or full" in result.stderr
+    # a choice: refused by the parser (usage error, exit 2) with the choices listed
+    assert result.exit_code == 2 and "'partial' is not one of" in result.output and "'full'" in result.output
 
 
 def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ignore[no-untyped-def]

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # Columns never shown: the vector is noise on a terminal, the others are store internals.
 HIDDEN = ("vector", "write_token", "content_hash")
-# Columns of free text: they wrap in a terminal table, the others keep one line.
+# Columns of free text: in a terminal table they take the width left and wrap at words.
 WRAPPED = ("content", "reason", "result")
 # Narrower headers for numeric columns on a terminal, where the content needs the width.
 SHORT_HEADERS = {"similarity": "sim", "importance": "imp", "confidence": "conf", "version": "ver"}

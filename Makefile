@@ -36,9 +36,10 @@ lint: install
 bench: install
 	$(PY) bench/run_all.py
 
+# `make ui PORT=3001`; Ctrl-C stops the UI, the daemon and the code server (assets/ui.py).
+PORT ?= 3000
 ui: install
-	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
-	$(VENV)/bin/engram ui
+	$(PY) -m assets.ui --port $(PORT)
 
 clean:
 	rm -rf $(ENGRAM_HOME)

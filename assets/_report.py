@@ -23,8 +23,9 @@ from dagster import (
     TableSchema,
 )
 
-from engram_pipeline.reporting import report_view
+from engram_pipeline.reporting import json_value, report_fields
 
+# The report's fields come from engram_pipeline.reporting, the serialiser the CLI, HTTP and MCP share.
 # Lists longer than this are cut in the metadata (the UI is for reading, the store keeps everything).
 MAX_LISTED = 50
 
@@ -50,20 +51,9 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
     return fn(*args, **kwargs), time.perf_counter() - start
 
 
-def report_fields(report: Any) -> dict[str, Any]:
-    """The report's fields as a plain dict (a dataclass, anything with ``as_dict()``, or a mapping)."""
-    if hasattr(report, "as_dict"):
-        return dict(report.as_dict())
-    if dataclasses.is_dataclass(report) and not isinstance(report, type):
-        return {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
-    if isinstance(report, Mapping):
-        return dict(report)
-    raise TypeError(f"cannot report a {type(report).__name__}")
-
-
 def report_metadata(title: str, report: Any, *, duration_s: float, omit: tuple[str, ...] = ()) -> dict[str, Any]:
     """Metadata for one report: a value per field (but ``omit``), ``duration_s`` and a markdown ``summary``."""
-    fields = {k: v for k, v in report_view(report_fields(report)).items() if k not in omit}
+    fields = {k: v for k, v in report_fields(report).items() if k not in omit}
     meta: dict[str, Any] = {name: metadata_value(value) for name, value in fields.items()}
     meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
     meta["summary"] = MetadataValue.md(summary_md(title, fields, duration_s))
@@ -76,10 +66,15 @@ def metadata_value(value: Any) -> Any:
     if isinstance(value, int):
         return MetadataValue.int(value)
     if isinstance(value, float):
-        return MetadataValue.float(value)
+        return MetadataValue.float(round_float(value))
     if value is None or isinstance(value, str):
         return MetadataValue.text("" if value is None else value)
     return MetadataValue.json(_jsonable(value))
+
+
+def round_float(value: float) -> float:
+    """A float as a reviewer reads it: 4 significant digits (0.1136, not 0.11363636363636363)."""
+    return float(f"{value:.4g}")
 
 
 def summary_md(title: str, fields: Mapping[str, Any], duration_s: float) -> str:
@@ -107,7 +102,9 @@ def _jsonable(value: Any) -> Any:
         items = list(value)
         cut = [_jsonable(v) for v in items[:MAX_LISTED]]
         return cut + [f"... {len(items) - MAX_LISTED} more"] if len(items) > MAX_LISTED else cut
-    return json.loads(json.dumps(value, default=str))
+    if isinstance(value, float):
+        return round_float(value)
+    return json.loads(json.dumps(value, default=json_value))
 
 
 REVIEW_SCHEMA = TableSchema(
@@ -169,7 +166,7 @@ def review_rows(per_cluster: Any) -> list[dict[str, Any]]:
                     "cluster": n,
                     "role": "member",
                     "content": m["content"],
-                    "similarity": float(m["similarity"]),
+                    "similarity": round_float(float(m["similarity"])),
                     "reason": str(m.get("reason") or ""),
                     "outcome": m.get("outcome", ""),
                     "memory_id": m["id"],

@@ -7,15 +7,16 @@
 3. Runs every per-agent pass as one run per agent (the lineage order of the code location), then store
    maintenance. The runs are recorded in the instance, so ``make ui`` shows them, their metadata and the
    merge plans waiting for review.
-4. Prints what each pass did per agent and the health score.
+4. Prints what each pass did per agent and the health score, and what a recall finds for each agent.
 
 The corpus merge is review-gated: the demo plans it (dry run) and leaves applying to the reviewer
 (``corpus_merge_apply_job`` in the UI), unless ``--apply-merges`` is given.
 
-    python -m assets.demo [--agents a,b] [--apply-merges]
+    python -m assets.demo [--agents a,b] [--apply-merges] [--import-only]
 
-The CLI's ``engram demo`` calls :func:`main`; this module lives in ``assets`` because it drives Dagster, which
-the library never imports.
+``--import-only`` stops after step 1 and prints the recalls (no Dagster). This is the only demo: ``make demo``
+and ``engram demo`` both run this module; it lives in ``assets`` because it drives Dagster, which the library
+never imports.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
     parser = argparse.ArgumentParser(prog="python -m assets.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", help="comma-separated sample agents (default: all four)")
     parser.add_argument("--apply-merges", action="store_true", help="also apply each agent's latest merge plan")
+    parser.add_argument("--import-only", action="store_true", help="only load the sample and recall (no Dagster)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     env = prepare_environment()
@@ -130,6 +132,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
     store = MemoryStore.open(settings=settings)
     print(f"store: {store.uri} ({store.embedder.name}); Dagster instance: {env['DAGSTER_HOME']}", file=out)
     agents = load_sample(store, [a for a in (args.agents or "").split(",") if a] or None, out=out)
+    if args.import_only:
+        print_recalls(store, agents, out=out)
+        return 0
     ok = True
     with DagsterInstance.get() as instance:
         new = [a for a in agents if not instance.has_dynamic_partition(AGENTS, a)]
@@ -152,8 +157,21 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
         ok &= summary.success
         print_summary(summary, out=out)
     _print_review_hint(store, agents, applied=args.apply_merges, out=out)
+    print_recalls(store, agents, out=out)
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s; `make ui` shows the runs", file=out)
     return 0 if ok else 1
+
+
+def print_recalls(store: Any, agents: Sequence[str], *, out: TextIO) -> None:
+    """Each sample agent's demo query and its three best memories (not counted as accesses)."""
+    from engram_pipeline.sample import AGENTS
+
+    for agent in agents:
+        query = AGENTS[agent]["query"]
+        print(f"\n[{agent}] recall: {query!r}", file=out)
+        for hit in store.recall(agent, query, k=3, track_access=False):
+            m = hit.memory
+            print(f"  {hit.score:.3f}  {m['kind']:<10} {m['status']:<12} {m['content']}", file=out)
 
 
 def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out: TextIO) -> None:

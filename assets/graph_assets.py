@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets._report import round_float
 from assets.maintenance_assets import importance_decay
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
@@ -35,8 +36,8 @@ def neighbour_graph(context: AssetExecutionContext, engram: EngramStore) -> Outp
         graph,
         metadata={
             "pairs": MetadataValue.int(graph.num_rows),
-            "floor": MetadataValue.float(graph_floor(store.settings)),
-            "mean_score": MetadataValue.float(float(pc.mean(scores).as_py() or 0.0)),
+            "floor": MetadataValue.float(round_float(graph_floor(store.settings))),
+            "mean_score": MetadataValue.float(round_float(float(pc.mean(scores).as_py() or 0.0))),
             "duration_s": MetadataValue.float(round(time.perf_counter() - start, 3)),
         },
     )

@@ -30,6 +30,8 @@ from urllib.parse import quote
 
 import httpx
 
+from engram_pipeline.settings import DEFAULT_API_URL
+
 RETRY_STATUS = {502, 503, 504}
 
 
@@ -206,7 +208,7 @@ class EngramClient:
 
     def __init__(
         self,
-        base_url: str = "http://127.0.0.1:8080",
+        base_url: str = DEFAULT_API_URL,
         *,
         api_key: str | None = None,
         timeout: float = 30.0,

@@ -13,7 +13,8 @@ before anything of it is written, and a batch is written in one commit. A batch 
 written at all, and the import stops there, reporting every bad line of that batch with its line number
 (``ImportReport.errors``). Batches before it stay committed whole; since import is idempotent (exact
 duplicates are skipped), re-running the fixed file writes only what is missing. ``on_error="skip"`` instead
-skips failed batches and goes on; ``dry_run=True`` validates every line and writes nothing.
+skips the bad lines only: the valid lines of their batch are written and the import goes on (each skipped
+line is in ``errors``); ``dry_run=True`` validates every line and writes nothing.
 
 Deduplication is exact only (per agent, on the normalised content hash, within the batch and against the
 store). Write-time semantic dedup and contradiction checks run per row in ``remember`` and would make a bulk
@@ -66,7 +67,7 @@ class ImportReport:
     exact_duplicates: int  # valid lines whose content the agent already had (in the store or earlier in the file)
     batches: int  # batches committed
     errors: tuple[LineError, ...] = ()
-    failed_batches: int = 0  # batches not written because of a bad line
+    failed_batches: int = 0  # batches with a bad line (not written when aborting; written without it when skipping)
     dry_run: bool = False
 
     @property
@@ -108,11 +109,10 @@ def import_jsonl(
         if bad:
             errors.extend(bad)
             failed += 1
-            if progress:
-                progress(len(batch))
             if on_error == "abort":
+                if progress:
+                    progress(len(batch))
                 break
-            continue
         if dry_run:
             created += len(rows)  # what would be created
         elif rows:
@@ -171,6 +171,7 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
             rows.append((n, build_row(store, _parse(item))))
         except (ValueError, TypeError) as exc:
             errors.append(LineError(n, str(exc)))
+    unparsed = len(errors)
     # Within the batch: first occurrence of a content wins; an id must not name two contents.
     fresh: list[tuple[int, Memory]] = []
     seen_hash: set[str] = set()
@@ -195,7 +196,8 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
             continue
         out.append(row)
     errors.sort(key=lambda e: e.line)
-    return out, len(rows) - len(out), errors
+    # Lines that parsed, minus those written and those refused above: content the agent already had.
+    return out, len(rows) - len(out) - (len(errors) - unparsed), errors
 
 
 def _parse(item: Any) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from functools import partial
@@ -29,7 +28,6 @@ from typing import Any
 
 from engram_pipeline.model import utcnow
 from engram_pipeline.sample_data import AGENTS  # re-exported: the demo and the benchmarks read it
-from engram_pipeline.settings import Settings
 
 SAMPLE_FILE = "sample_corpus.jsonl"
 SEED = 20260101
@@ -186,28 +184,6 @@ def load_sample_corpus(now: datetime | None = None, path: str | Path | None = No
 def offset_lines() -> Iterator[str]:
     for row in _offset_rows():
         yield json.dumps(row, ensure_ascii=False)
-
-
-def run_demo(settings: Settings, db_uri: str | None = None, *, out: Any = None) -> None:
-    """Import the sample corpus into a store (default ``settings.resolved_db_uri``) and print a recall per
-    agent. Idempotent: a second run finds every line already stored (exact duplicates)."""
-    from engram_pipeline.importer import import_jsonl
-    from engram_pipeline.store import MemoryStore
-
-    out = out or sys.stdout
-    uri = db_uri or settings.resolved_db_uri
-    store = MemoryStore.open(uri, settings=settings)
-    report = import_jsonl(store, load_sample_corpus())
-    print(
-        f"sample corpus -> {uri} ({store.embedder.name}): {report.lines} lines, {report.created} created, "
-        f"{report.exact_duplicates} already there",
-        file=out,
-    )
-    for agent, spec in AGENTS.items():
-        print(f"\n[{agent}] recall: {spec['query']!r}", file=out)
-        for hit in store.recall(agent, spec["query"], k=3, track_access=False):
-            m = hit.memory
-            print(f"  {hit.score:.3f}  {m['kind']:<10} {m['status']:<12} {m['content']}", file=out)
 
 
 if __name__ == "__main__":  # python -m engram_pipeline.sample > engram_pipeline/data/sample_corpus.jsonl

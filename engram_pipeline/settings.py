@@ -1,8 +1,14 @@
 """One typed settings object, read from the environment once and validated at boot.
 
-Every variable of DESIGN.md is a field here; the variable name sits in the field's metadata, so the table
-below is the only place a name or a default is written. Library code receives a ``Settings``; it never reads
-``os.environ`` itself.
+Every variable of DESIGN.md is a field here; the variable name, its meaning and any older name it is also read
+from sit in the field's metadata, so the table below is the only place a name or a default is written
+(:func:`env_table` renders it for docs/configuration.md). Library code receives a ``Settings``; it never
+reads ``os.environ`` itself.
+
+The three schedules once had near-identical variables (``STM_CONSOLIDATION_INTERVAL_MS``,
+``MEMORY_CONSOLIDATION_INTERVAL_MS``, ``ENGRAM_CONSOLIDATION_INTERVAL_MS``); the first two are now
+``ENGRAM_PROMOTION_INTERVAL_MS`` and ``ENGRAM_CORPUS_MERGE_INTERVAL_MS``, and their inherited names are still
+read (setting both names to different values is refused).
 
 >>> s = Settings.from_env({"MEMORY_DUPLICATE_THRESHOLD": "0.95"})
 >>> s.duplicate_threshold, "MEMORY_DUPLICATE_THRESHOLD" in s.explicit
@@ -18,6 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# Where the memory API listens unless told otherwise: `engram serve`, `python -m engram_pipeline.api` and the
+# client's default base URL all read these two.
+API_HOST = "127.0.0.1"
+API_PORT = 8080
+DEFAULT_API_URL = f"http://{API_HOST}:{API_PORT}"
 
 CONTRADICTION_POLICIES = ("flag", "supersede")
 # What may leave recall (engram_pipeline/lifecycle/retention.py): "safe" only what is held elsewhere;
@@ -46,68 +58,204 @@ def _env(name: str, default: Any, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     # where the store lives
-    home: str = _env("ENGRAM_HOME", ".engram")
-    db_uri: str = _env("ENGRAM_DB_URI", "")  # empty: <home>/lancedb
-    storage_options: str = _env("ENGRAM_STORAGE_OPTIONS", "")  # JSON object for object-storage URIs
+    home: str = _env(
+        "ENGRAM_HOME",
+        ".engram",
+        doc="Directory of the store (`<home>/lancedb`) and of the Dagster instance; made absolute",
+    )
+    db_uri: str = _env(
+        "ENGRAM_DB_URI",
+        "",
+        doc="LanceDB URI of the store (empty: `<ENGRAM_HOME>/lancedb`); a local path is made absolute",
+    )  # empty: <home>/lancedb
+    storage_options: str = _env(
+        "ENGRAM_STORAGE_OPTIONS", "", doc="JSON object of LanceDB storage options for object-storage URIs (`s3://...`)"
+    )  # JSON object for object-storage URIs
     # embedders
-    embedder: str = _env("ENGRAM_EMBEDDER", "minilm")
-    hashing_dim: int = _env("ENGRAM_HASHING_DIM", 384)
-    openai_base_url: str = _env("ENGRAM_OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
-    openai_api_key: str = _env("ENGRAM_OPENAI_API_KEY", "")
-    openai_model: str = _env("ENGRAM_OPENAI_MODEL", "text-embedding-3-small")
-    openai_dim: int = _env("ENGRAM_OPENAI_DIM", 1536)
+    embedder: str = _env(
+        "ENGRAM_EMBEDDER",
+        "minilm",
+        doc="`minilm`, `hashing` or `openai`; a store refuses to open with another embedder",
+    )
+    hashing_dim: int = _env("ENGRAM_HASHING_DIM", 384, doc="Dimension of the `hashing` embedder")
+    openai_base_url: str = _env(
+        "ENGRAM_OPENAI_BASE_URL",
+        "http://127.0.0.1:11434/v1",
+        doc="Base URL of an OpenAI-compatible `/v1/embeddings` endpoint",
+    )
+    openai_api_key: str = _env("ENGRAM_OPENAI_API_KEY", "", doc="Bearer key for that endpoint")
+    openai_model: str = _env(
+        "ENGRAM_OPENAI_MODEL", "text-embedding-3-small", doc="Embedding model name sent to that endpoint"
+    )
+    openai_dim: int = _env("ENGRAM_OPENAI_DIM", 1536, doc="Dimension that model returns")
     # STM to LTM promotion and expiry
-    stm_access_threshold: int = _env("STM_CONSOLIDATION_ACCESS_THRESHOLD", 3)
-    stm_importance_threshold: float = _env("STM_CONSOLIDATION_IMPORTANCE_THRESHOLD", 0.5, unit=True)
-    stm_interval_ms: int = _env("STM_CONSOLIDATION_INTERVAL_MS", 300_000, interval=True)
-    ltm_quota: int = _env("ENGRAM_LTM_QUOTA", 0)
-    stm_ttl_s: int = _env("STM_DEFAULT_TTL_S", 86_400)
+    stm_access_threshold: int = _env(
+        "STM_CONSOLIDATION_ACCESS_THRESHOLD", 3, doc="Accesses an STM row needs to be promoted to LTM"
+    )
+    stm_importance_threshold: float = _env(
+        "STM_CONSOLIDATION_IMPORTANCE_THRESHOLD",
+        0.5,
+        unit=True,
+        doc="Importance an STM row needs to be promoted to LTM",
+    )
+    stm_interval_ms: int = _env(
+        "ENGRAM_PROMOTION_INTERVAL_MS",
+        300_000,
+        interval=True,
+        aliases=("STM_CONSOLIDATION_INTERVAL_MS",),
+        doc="STM-to-LTM promotion schedule (0 stops it)",
+    )
+    ltm_quota: int = _env("ENGRAM_LTM_QUOTA", 0, doc="Most LTM rows per agent that promotion fills (0: no quota)")
+    stm_ttl_s: int = _env("STM_DEFAULT_TTL_S", 86_400, doc="Seconds an STM row lives before it expires")
     # importance and decay
-    importance_half_life_days: float = _env("MEMORY_IMPORTANCE_HALF_LIFE_DAYS", 14.0)
-    decay_interval_ms: int = _env("MEMORY_DECAY_INTERVAL_MS", 86_400_000, interval=True)
+    importance_half_life_days: float = _env(
+        "MEMORY_IMPORTANCE_HALF_LIFE_DAYS", 14.0, doc="Half-life of the access-recency factor of importance"
+    )
+    decay_interval_ms: int = _env(
+        "MEMORY_DECAY_INTERVAL_MS", 86_400_000, interval=True, doc="Importance decay schedule (0 stops it)"
+    )
     # Rows per compare-and-set commit (and per cursor step). Each merge scans the table, so fewer, larger
     # batches are much faster: 1M rows took 60 s in 50k batches and 28 s in 250k batches.
-    decay_batch_size: int = _env("MEMORY_DECAY_BATCH_SIZE", 250_000)
-    stale_threshold: float = _env("MEMORY_DECAY_STALE_SCORE_THRESHOLD", 0.3, unit=True)
-    prune_threshold: float = _env("MEMORY_DECAY_PRUNE_SCORE_THRESHOLD", 0.15, unit=True)
-    prune_older_than_days: float = _env("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", 30.0)
-    retention_policy: str = _env("ENGRAM_RETENTION_POLICY", "safe")
+    decay_batch_size: int = _env(
+        "MEMORY_DECAY_BATCH_SIZE", 250_000, doc="Rows per compare-and-set commit and cursor step of the decay passes"
+    )
+    stale_threshold: float = _env(
+        "MEMORY_DECAY_STALE_SCORE_THRESHOLD",
+        0.3,
+        unit=True,
+        doc="Decay marks a row `stale` at or below this score (still recalled)",
+    )
+    prune_threshold: float = _env(
+        "MEMORY_DECAY_PRUNE_SCORE_THRESHOLD",
+        0.15,
+        unit=True,
+        doc="Decay may prune a row below this score (see the retention policy)",
+    )
+    prune_older_than_days: float = _env(
+        "MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", 30.0, doc="Only rows older than this are pruned"
+    )
+    retention_policy: str = _env(
+        "ENGRAM_RETENTION_POLICY",
+        "safe",
+        doc="`safe`: only what is held elsewhere leaves recall; `seed`: the inherited pruning and archival",
+    )
     # dedup, contradictions, corpus merge
-    duplicate_threshold: float = _env("MEMORY_DUPLICATE_THRESHOLD", 0.97, unit=True)
-    contradiction_threshold: float = _env("MEMORY_CONTRADICTION_THRESHOLD", 0.8, unit=True)
-    contradiction_threshold_max: float = _env("MEMORY_CONTRADICTION_THRESHOLD_MAX", 0.97, unit=True)
-    contradiction_policy: str = _env("MEMORY_CONTRADICTION_POLICY", "flag")
-    merge_threshold: float = _env("MEMORY_CONSOLIDATION_MERGE_THRESHOLD", 0.85, unit=True)
-    judge: str = _env("ENGRAM_JUDGE", "auto")
-    merge_interval_ms: int = _env("MEMORY_CONSOLIDATION_INTERVAL_MS", 0, interval=True)
+    duplicate_threshold: float = _env(
+        "MEMORY_DUPLICATE_THRESHOLD",
+        0.97,
+        unit=True,
+        doc="Write-time dedup: similarity at or above which a new memory collapses into an existing one",
+    )
+    contradiction_threshold: float = _env(
+        "MEMORY_CONTRADICTION_THRESHOLD",
+        0.8,
+        unit=True,
+        doc="Lower end of the similarity band checked for contradictions",
+    )
+    contradiction_threshold_max: float = _env(
+        "MEMORY_CONTRADICTION_THRESHOLD_MAX", 0.97, unit=True, doc="Upper end (exclusive) of that band"
+    )
+    contradiction_policy: str = _env(
+        "MEMORY_CONTRADICTION_POLICY", "flag", doc="`flag` marks both rows `contradicted`; `supersede` hides the older"
+    )
+    merge_threshold: float = _env(
+        "MEMORY_CONSOLIDATION_MERGE_THRESHOLD",
+        0.85,
+        unit=True,
+        doc="Corpus merge: similarity at or above which near-duplicates are clustered",
+    )
+    judge: str = _env(
+        "ENGRAM_JUDGE", "auto", doc="Who decides a merge: `auto`, `calibrated` (the embedder's judge) or `rules`"
+    )
+    merge_interval_ms: int = _env(
+        "ENGRAM_CORPUS_MERGE_INTERVAL_MS",
+        0,
+        interval=True,
+        aliases=("MEMORY_CONSOLIDATION_INTERVAL_MS",),
+        doc="Corpus-merge plan schedule (0: stopped; plans still need a review to apply)",
+    )
     # confidence, five-stage consolidation, archival
     # Per day: an unreinforced agent fact (0.72) with no competitors reaches the 0.40 archive floor in ~4 months.
-    confidence_decay_rate: float = _env("ENGRAM_CONFIDENCE_DECAY_RATE", 0.005, unit=True)
-    competition_min_similarity: float = _env("ENGRAM_COMPETITION_MIN_SIMILARITY", 0.6, unit=True)
-    archive_confidence: float = _env("ENGRAM_ARCHIVE_CONFIDENCE", 0.40, unit=True)
-    consolidation_interval_ms: int = _env("ENGRAM_CONSOLIDATION_INTERVAL_MS", 21_600_000, interval=True)
-    episode_cluster_similarity: float = _env("ENGRAM_EPISODE_CLUSTER_SIMILARITY", 0.6, unit=True)
-    episode_cluster_min_size: int = _env("ENGRAM_EPISODE_CLUSTER_MIN_SIZE", 2)
-    belief_support_k: float = _env("ENGRAM_BELIEF_SUPPORT_K", 3.0)
-    procedure_min_support: int = _env("ENGRAM_PROCEDURE_MIN_SUPPORT", 2)
-    procedure_min_success_rate: float = _env("ENGRAM_PROCEDURE_MIN_SUCCESS_RATE", 0.6, unit=True)
-    schema_min_attributes: int = _env("ENGRAM_SCHEMA_MIN_ATTRIBUTES", 3)
-    schema_min_confidence: float = _env("ENGRAM_SCHEMA_MIN_CONFIDENCE", 0.6, unit=True)
+    confidence_decay_rate: float = _env(
+        "ENGRAM_CONFIDENCE_DECAY_RATE",
+        0.005,
+        unit=True,
+        doc="Daily confidence decay rate, raised by competition from similar memories",
+    )
+    competition_min_similarity: float = _env(
+        "ENGRAM_COMPETITION_MIN_SIMILARITY",
+        0.6,
+        unit=True,
+        doc="Similarity from which a neighbour competes in confidence decay",
+    )
+    archive_confidence: float = _env(
+        "ENGRAM_ARCHIVE_CONFIDENCE", 0.40, unit=True, doc="Archival: confidence below which faded rows are archived"
+    )
+    consolidation_interval_ms: int = _env(
+        "ENGRAM_CONSOLIDATION_INTERVAL_MS",
+        21_600_000,
+        interval=True,
+        doc="Five-stage consolidation schedule (0 stops it)",
+    )
+    episode_cluster_similarity: float = _env(
+        "ENGRAM_EPISODE_CLUSTER_SIMILARITY", 0.6, unit=True, doc="Similarity that joins episodes into one cluster"
+    )
+    episode_cluster_min_size: int = _env(
+        "ENGRAM_EPISODE_CLUSTER_MIN_SIZE", 2, doc="Episodes a cluster needs before beliefs are extracted from it"
+    )
+    belief_support_k: float = _env(
+        "ENGRAM_BELIEF_SUPPORT_K", 3.0, doc="Support at which a belief's confidence is halfway to its ceiling"
+    )
+    procedure_min_support: int = _env("ENGRAM_PROCEDURE_MIN_SUPPORT", 2, doc="Episodes a procedure needs")
+    procedure_min_success_rate: float = _env(
+        "ENGRAM_PROCEDURE_MIN_SUCCESS_RATE", 0.6, unit=True, doc="Success rate a procedure needs"
+    )
+    schema_min_attributes: int = _env("ENGRAM_SCHEMA_MIN_ATTRIBUTES", 3, doc="Attributes a schema needs")
+    schema_min_confidence: float = _env("ENGRAM_SCHEMA_MIN_CONFIDENCE", 0.6, unit=True, doc="Confidence a schema needs")
     # health and maintenance schedules
-    health_interval_ms: int = _env("ENGRAM_HEALTH_INTERVAL_MS", 3_600_000, interval=True)
-    maintenance_interval_ms: int = _env("ENGRAM_MAINTENANCE_INTERVAL_MS", 86_400_000, interval=True)
+    health_interval_ms: int = _env(
+        "ENGRAM_HEALTH_INTERVAL_MS", 3_600_000, interval=True, doc="Health report schedule (0 stops it)"
+    )
+    maintenance_interval_ms: int = _env(
+        "ENGRAM_MAINTENANCE_INTERVAL_MS",
+        86_400_000,
+        interval=True,
+        doc="Store maintenance (compact, clean up, index) schedule (0 stops it)",
+    )
     # recall
-    recall_weight_similarity: float = _env("ENGRAM_RECALL_WEIGHT_SIMILARITY", 0.7, unit=True)
-    recall_weight_recency: float = _env("ENGRAM_RECALL_WEIGHT_RECENCY", 0.2, unit=True)
-    recall_weight_importance: float = _env("ENGRAM_RECALL_WEIGHT_IMPORTANCE", 0.1, unit=True)
-    recall_recency_half_life_days: float = _env("ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", 30.0)
-    vector_index_min_rows: int = _env("ENGRAM_VECTOR_INDEX_MIN_ROWS", 50_000)
+    recall_weight_similarity: float = _env(
+        "ENGRAM_RECALL_WEIGHT_SIMILARITY", 0.7, unit=True, doc="Recall score weight of similarity"
+    )
+    recall_weight_recency: float = _env(
+        "ENGRAM_RECALL_WEIGHT_RECENCY", 0.2, unit=True, doc="Recall score weight of recency"
+    )
+    recall_weight_importance: float = _env(
+        "ENGRAM_RECALL_WEIGHT_IMPORTANCE", 0.1, unit=True, doc="Recall score weight of importance"
+    )
+    recall_recency_half_life_days: float = _env(
+        "ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", 30.0, doc="Half-life of the recency term of recall"
+    )
+    vector_index_min_rows: int = _env(
+        "ENGRAM_VECTOR_INDEX_MIN_ROWS",
+        50_000,
+        doc="Rows from which maintenance builds a vector index (below: exact scan)",
+    )
     # rows outside the vector index after which folding the access log re-indexes (0: leave it to maintenance)
-    index_refresh_rows: int = _env("ENGRAM_INDEX_REFRESH_ROWS", 5_000)
+    index_refresh_rows: int = _env(
+        "ENGRAM_INDEX_REFRESH_ROWS",
+        5_000,
+        doc="Unindexed rows after which folding the access log re-indexes (0: leave it to maintenance)",
+    )
     # API
-    max_content_bytes: int = _env("ENGRAM_MAX_CONTENT_BYTES", 10_240)
-    api_keys: str = _env("ENGRAM_API_KEYS", "")  # "name:token:agent1,agent2;admin:token2:*"
-    api_keys_file: str = _env("ENGRAM_API_KEYS_FILE", "")
+    max_content_bytes: int = _env(
+        "ENGRAM_MAX_CONTENT_BYTES", 10_240, doc="Largest memory content accepted, in bytes of UTF-8"
+    )
+    api_keys: str = _env(
+        "ENGRAM_API_KEYS", "", doc="API keys: `name:token:agent1,agent2;admin:token2:*` (`*` = admin)"
+    )  # "name:token:agent1,agent2;admin:token2:*"
+    api_keys_file: str = _env(
+        "ENGRAM_API_KEYS_FILE", "", doc="File of API keys (JSON or the same `name:token:agents` lines)"
+    )
     # variables that were set explicitly (they win over an embedder's threshold profile)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -119,9 +267,15 @@ class Settings:
         explicit = set()
         for f in dataclasses.fields(cls):
             name = f.metadata.get("env")
-            if name is None or name not in env or env[name] == "":
+            if name is None:
                 continue
-            values[f.name] = _parse(name, env[name], f.default)
+            given = {n: env[n] for n in (name, *f.metadata.get("aliases", ())) if env.get(n, "") != ""}
+            if not given:
+                continue
+            if len(set(given.values())) > 1:
+                raise SettingsError(f"{' and '.join(given)} name the same setting and disagree: set only {name}")
+            used, raw = next(iter(given.items()))
+            values[f.name] = _parse(used, raw, f.default)
             explicit.add(name)
         settings = cls(**values, explicit=frozenset(explicit))
         settings.validate()
@@ -215,6 +369,33 @@ class Settings:
         return dict(json.loads(self.storage_options)) if self.storage_options else {}
 
 
+def env_table() -> str:
+    """Every variable as a markdown table (variable, default, meaning): docs/configuration.md carries it, and
+    ``python -m engram_pipeline.settings`` prints it (a test checks that the two agree).
+
+    >>> env_table().splitlines()[2].split(" | ")[0]
+    '| `ENGRAM_HOME`'
+    """
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(Settings):
+        name = f.metadata.get("env")
+        if name is None:
+            continue
+        default = f"`{f.default}`" if f.default != "" else "(empty)"
+        meaning = f.metadata["doc"]
+        if f.metadata.get("unit"):
+            meaning += "; within [0, 1]"
+        if f.metadata.get("interval"):
+            meaning += "; milliseconds"
+        if f.name in PROFILE_FIELDS:
+            meaning += "; the embedder's calibrated profile sets it unless the variable is set"
+        aliases = f.metadata.get("aliases", ())
+        if aliases:
+            meaning += "; also read from " + ", ".join(f"`{a}`" for a in aliases) + " (the inherited name)"
+        lines.append(f"| `{name}` | {default} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
 def _parse(name: str, raw: str, default: Any) -> Any:
     kind = type(default)
     try:
@@ -227,3 +408,7 @@ def _parse(name: str, raw: str, default: Any) -> Any:
     except ValueError:
         raise SettingsError(f"{name}={raw!r}: expected a{'n integer' if kind is int else ' number'}") from None
     return raw
+
+
+if __name__ == "__main__":
+    print(env_table(), end="")

@@ -8,18 +8,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engram_pipeline.settings import Settings, SettingsError
+from engram_pipeline.settings import API_HOST, API_PORT, Settings, SettingsError
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engram_pipeline.api")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default=API_HOST)
+    parser.add_argument("--port", type=int, default=API_PORT)
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--access-interval-ms", type=float, default=1000.0, help="access bookkeeping flush (0: inline)")
     parser.add_argument("--mcp-agent", default=None, help="serve MCP over stdio for this agent instead of HTTP")
     parser.add_argument("--mcp-admin", action="store_true", help="the MCP server may apply reviewed merge plans")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
         if args.mcp_agent:

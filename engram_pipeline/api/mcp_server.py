@@ -2,9 +2,14 @@
 
 Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_memory`` (both need
 ``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
-``consolidate_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
-applying names a reviewed ``planId`` and needs a server started with ``--admin``) and ``memory_health``. The
+``promote_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
+applying names a reviewed ``planId`` and needs a server started with ``--admin``) and ``get_health``. The
 embedder is loaded before the server reads its first request.
+
+Naming: tools are ``verb_noun`` in snake_case, arguments camelCase (the HTTP API and the Python client are
+snake_case throughout). Every argument has a description, and its bounds are in the schema (``k`` 1..100,
+unit floats 0..1, versions from 1); every tool says whether it only reads, adds, or changes what is there
+(``readOnlyHint``, ``destructiveHint``, ``idempotentHint``).
 
 ``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
 returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
@@ -20,16 +25,18 @@ found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can ac
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
+from mcp_types import ToolAnnotations
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline import lifecycle
 from engram_pipeline.api.models import MemoryOut
-from engram_pipeline.api.passes import as_json, health_json
 from engram_pipeline.model import Kind
+from engram_pipeline.reporting import health_json
+from engram_pipeline.reporting import report_json as as_json
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
     InvalidInput,
@@ -40,9 +47,33 @@ from engram_pipeline.store import (
     RestoreConflict,
     VersionConflict,
 )
-from engram_pipeline.store.validation import check_id
+from engram_pipeline.store.recall import MAX_K
+from engram_pipeline.store.validation import MAX_TAGS, check_id
 
 Tier = Literal["hot", "warm", "cold", "archive"]
+
+
+def _arg(description: str, **bounds: Any) -> Any:
+    """A tool argument's description and JSON-schema bounds (``minimum``, ``maximum``, ``maxItems``, ...).
+
+    The bounds are published in the schema for the model to read; the store checks the same bounds, so that a
+    value outside them is an ``INVALID_INPUT`` error whose text names the field and the rule."""
+    return Field(description=description, json_schema_extra=bounds or None)
+
+
+# The arguments the tools share (camelCase, as MCP tool schemas usually are; HTTP and Python are snake_case).
+MemoryId = Annotated[StrictStr, _arg("id of one of this agent's memories")]
+ExpectedVersion = Annotated[
+    StrictInt, _arg("the version you read with get_memory; a stale one is a CONFLICT error", minimum=1)
+]
+Tags = Annotated[list[StrictStr] | None, _arg("labels to find it by", maxItems=MAX_TAGS)]
+UnitFloat = Annotated[StrictFloat | None, _arg("0 to 1", minimum=0, maximum=1)]
+Metadata = Annotated[dict[str, Any] | None, _arg("any JSON object kept with the memory")]
+
+# What each tool does to the store, for clients that ask before calling (hints, per the MCP spec).
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:
@@ -88,17 +119,25 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
         return run
 
+    def known() -> None:
+        """Refuse a pass or a report on an agent with no memories, like the HTTP API (404) and the CLI."""
+        if not store.has_agent(agent_id):
+            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
+
     def own(memory_id: str) -> dict[str, Any]:
         return store.get(memory_id, agent_id=agent_id, track_access=False)
 
-    @server.tool(description="Store a memory; returns it with the outcome (created or duplicate) and contradictions.")
+    @server.tool(
+        description="Store a memory; returns it with the outcome (created or duplicate) and contradictions.",
+        annotations=ADD,  # exact content returns the existing row
+    )
     def remember(
-        content: StrictStr,
-        tags: list[StrictStr] | None = None,
-        kind: Kind = "semantic",
-        pinned: StrictBool = False,
-        importance: StrictFloat | None = None,
-        metadata: dict[str, Any] | None = None,
+        content: Annotated[StrictStr, _arg("the fact, preference or event to remember, in plain words")],
+        tags: Tags = None,
+        kind: Annotated[Kind, _arg("semantic: a fact; episodic: an event; procedural: how to; schema")] = "semantic",
+        pinned: Annotated[StrictBool, _arg("never pruned by decay")] = False,
+        importance: Annotated[StrictFloat | None, _arg("0 to 1 (default: scored)", minimum=0, maximum=1)] = None,
+        metadata: Metadata = None,
     ) -> dict[str, Any]:
         result = guarded(store.remember)(
             agent_id,
@@ -117,14 +156,17 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
             "contradictions": list(result.contradictions),
         }
 
-    @server.tool(description="The k (1..100) memories most relevant to a query, best first, with scores.")
+    @server.tool(
+        description=f"The k (1..{MAX_K}) memories most relevant to a query, best first, with scores.",
+        annotations=READ,
+    )
     def recall(
-        query: StrictStr,
-        k: StrictInt = 10,
-        includeSuperseded: StrictBool = False,
-        includeArchived: StrictBool = False,
-        tiers: list[Tier] | None = None,
-        minConfidence: StrictFloat | None = None,
+        query: Annotated[StrictStr, _arg("what to look for, in plain words")],
+        k: Annotated[StrictInt, _arg("how many memories", minimum=1, maximum=MAX_K)] = 10,
+        includeSuperseded: Annotated[StrictBool, _arg("also memories merged into another")] = False,
+        includeArchived: Annotated[StrictBool, _arg("also archived memories")] = False,
+        tiers: Annotated[list[Tier] | None, _arg("only these confidence tiers", minItems=1)] = None,
+        minConfidence: Annotated[StrictFloat | None, _arg("only memories this confident", minimum=0, maximum=1)] = None,
     ) -> dict[str, Any]:
         hits = guarded(store.recall)(
             agent_id,
@@ -147,23 +189,24 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         ]
         return {"data": data, "count": len(data)}
 
-    @server.tool(description="One memory by id, with its current version (pass it to update_memory).")
-    def get_memory(id: StrictStr) -> dict[str, Any]:
+    @server.tool(description="One memory by id, with its current version (pass it to update_memory).", annotations=READ)
+    def get_memory(id: MemoryId) -> dict[str, Any]:
         return _memory(guarded(store.get)(id, agent_id=agent_id))
 
     @server.tool(
         description="Edit a memory. expectedVersion must be the version you read; if the memory changed since, "
-        "you get a CONFLICT error: re-read it with get_memory and retry."
+        "you get a CONFLICT error: re-read it with get_memory and retry.",
+        annotations=EDIT,
     )
     def update_memory(
-        id: StrictStr,
-        expectedVersion: StrictInt,
-        content: StrictStr | None = None,
-        tags: list[StrictStr] | None = None,
-        importance: StrictFloat | None = None,
-        confidence: StrictFloat | None = None,
-        pinned: StrictBool | None = None,
-        metadata: dict[str, Any] | None = None,
+        id: MemoryId,
+        expectedVersion: ExpectedVersion,
+        content: Annotated[StrictStr | None, _arg("the new text")] = None,
+        tags: Tags = None,
+        importance: UnitFloat = None,
+        confidence: UnitFloat = None,
+        pinned: Annotated[StrictBool | None, _arg("never pruned by decay")] = None,
+        metadata: Metadata = None,
     ) -> dict[str, Any]:
         given = {
             "content": content,
@@ -180,9 +223,10 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     @server.tool(
         description="Delete a memory. expectedVersion must be the version you read (CONFLICT if it changed); "
-        "restore_memory brings a deleted memory back."
+        "restore_memory brings a deleted memory back.",
+        annotations=EDIT,
     )
-    def delete_memory(id: StrictStr, expectedVersion: StrictInt) -> dict[str, Any]:
+    def delete_memory(id: MemoryId, expectedVersion: ExpectedVersion) -> dict[str, Any]:
         row = guarded(own)(id)
         guarded(store.delete)(id, expected_version=expectedVersion, actor=actor)
         return {"id": id, "agent_id": row["agent_id"], "version": expectedVersion, "deleted": True}
@@ -190,9 +234,15 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
     @server.tool(
         description="Bring back a pruned, merged, superseded, archived or deleted memory. If it changed after "
         "it was hidden you get a CONFLICT error (restoring would revert those changes): read it with get_memory "
-        "and pass its version as expectedVersion to restore it anyway."
+        "and pass its version as expectedVersion to restore it anyway.",
+        annotations=EDIT,  # restoring reverts to the pre-image
     )
-    def restore_memory(id: StrictStr, expectedVersion: StrictInt | None = None) -> dict[str, Any]:
+    def restore_memory(
+        id: MemoryId,
+        expectedVersion: Annotated[
+            StrictInt | None, _arg("its current version, to restore a memory changed after it was hidden", minimum=1)
+        ] = None,
+    ) -> dict[str, Any]:
         def owner() -> str | None:
             rows = store.get_many([id], columns=["id", "agent_id"])
             found = None if rows else store.last_pre_image(id)
@@ -202,15 +252,26 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
             raise ToolError(f"NOT_FOUND: memory {id!r} does not exist")
         return _memory(guarded(store.restore)(id, expected_version=expectedVersion, actor=actor))
 
-    @server.tool(description="Promote short-term memories that earned it to long-term memory, now.")
-    def consolidate_memories() -> dict[str, Any]:
+    @server.tool(
+        description="Promote short-term memories that earned it (accesses and importance) to long-term memory, now.",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    def promote_memories() -> dict[str, Any]:
+        known()
         return as_json(guarded(lambda: lifecycle.promote_stm(store, agent_id))())
 
     @server.tool(
         description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
-        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
+        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only).",
+        annotations=EDIT,  # applying supersedes (hides) the merged members; restore_memory undoes it
     )
-    def consolidate_corpus(dryRun: StrictBool = True, planId: StrictStr | None = None) -> dict[str, Any]:
+    def consolidate_corpus(
+        dryRun: Annotated[StrictBool, _arg("true: only plan and store the plan for review")] = True,
+        planId: Annotated[StrictStr | None, _arg("the reviewed plan to apply (with dryRun false)")] = None,
+    ) -> dict[str, Any]:
+        known()
         if dryRun:
             if planId is not None:
                 raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
@@ -229,10 +290,11 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         apply = lifecycle.apply_corpus_merge
         return as_json(guarded(lambda: apply(store, agent_id, planId))())
 
-    @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
-    def memory_health() -> dict[str, Any]:
-        if not store.has_agent(agent_id):
-            raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
+    @server.tool(
+        description="Counts by status, tier and confidence tier, and what the passes last did.", annotations=READ
+    )
+    def get_health() -> dict[str, Any]:
+        known()
         return health_json(guarded(lambda: lifecycle.health(store, agent_id))())
 
     return server

@@ -3,7 +3,7 @@ servers). Global options: ``--db URI`` (default: ``ENGRAM_DB_URI``, else ``<ENGR
 ``--json`` for machine-readable output. Settings come from the environment (see ``engram_pipeline.settings``).
 
     engram --db ./.engram/lancedb import memories.jsonl
-    engram recall coding-assistant "lockfile error" -k 5
+    engram recall --agent coding-assistant "lockfile error" -k 5
     engram --json decay --all-agents
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from engram_pipeline.cli import memories, passes, services
-from engram_pipeline.cli._common import EngramGroup, State
+from engram_pipeline.cli._common import EngramCommand, EngramGroup, State
 
 app = typer.Typer(
     cls=EngramGroup,
@@ -27,13 +27,27 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"engram {version('engram-pipeline')}")
+        except PackageNotFoundError:  # a source checkout that was never installed
+            typer.echo("engram (not installed: no version)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
     db: Annotated[str | None, typer.Option("--db", metavar="URI", help="LanceDB URI of the store")] = None,
     json_: Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")] = False,
+    _show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
-    ctx.obj = State(db=db, json=json_)
+    ctx.obj = State(db=db, json=json_, command=ctx.invoked_subcommand or "")
 
 
 for name, fn in (
@@ -50,6 +64,8 @@ for name, fn in (
     ("decay", passes.decay),
     ("decay-confidence", passes.decay_confidence),
     ("promote", passes.promote),
+    ("contradictions", passes.contradictions),
+    ("neighbour-graph", passes.neighbour_graph),
     ("consolidate-corpus", passes.consolidate_corpus),
     ("consolidate", passes.consolidate),
     ("health", passes.health),
@@ -59,7 +75,7 @@ for name, fn in (
     ("demo", services.demo),
     ("ui", services.ui),
 ):
-    app.command(name)(fn)
+    app.command(name, cls=EngramCommand)(fn)
 
 
 def main() -> None:

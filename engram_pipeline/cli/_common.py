@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from engram_pipeline.model import CONFIDENCE_TIERS
 from engram_pipeline.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -27,6 +29,46 @@ if TYPE_CHECKING:
 
 # Columns never shown: the vector is noise on a terminal, the others are store internals.
 HIDDEN = ("vector", "write_token", "content_hash")
+# Columns of free text: in a terminal table they take the width left and wrap at words.
+WRAPPED = ("content", "reason", "result")
+# Narrower headers for numeric columns on a terminal, where the content needs the width.
+SHORT_HEADERS = {"similarity": "sim", "importance": "imp", "confidence": "conf", "version": "ver"}
+
+
+# -- the options every command spells the same way ------------------------------------------------------
+# An agent is always named with --agent: repeatable on pass commands (or --all-agents), once on the commands
+# that act for one agent (remember, recall; their older positional form `recall AGENT QUERY` still works).
+AgentsOpt = Annotated[list[str] | None, typer.Option("--agent", metavar="AGENT", help="an agent id (repeatable)")]
+AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", metavar="AGENT", help="the agent (required)")]
+
+# Choices, as Literals so that --help lists them; tests/cli/test_conventions.py holds them equal to the
+# model's tuples (engram_pipeline.model), which stay the source of truth.
+Kind = Literal["episodic", "semantic", "procedural", "schema"]
+Source = Literal["user", "agent", "tool", "derived", "inferred"]
+Outcome = Literal["success", "failure"]
+StoreTier = Literal["stm", "ltm"]
+WriteTier = Literal["stm", "ltm", "auto"]
+# A list option cannot be a Literal in typer: the confidence tiers are an enum built from the model's table.
+ConfidenceTier = enum.StrEnum("ConfidenceTier", {t: t for t in CONFIDENCE_TIERS})  # type: ignore[misc]
+Scope = Literal["recent", "full"]
+OnError = Literal["abort", "skip"]
+
+
+def agent_and(agent: str | None, first: str, second: str | None, what: str) -> tuple[str, str]:
+    """The agent and the one positional ``what``: ``--agent A TEXT``, or the older positional ``A TEXT``
+    (``second`` is a hidden argument that only the older form fills)."""
+    if second is None:
+        if agent is None:
+            raise CliError(f"give --agent AGENT with the {what}")
+        return agent, first
+    if agent is not None:
+        raise CliError(f"give --agent AGENT and one {what}, not an agent twice")
+    return first, second
+
+
+# The hidden second positional of the older `remember AGENT CONTENT` / `recall AGENT QUERY` form.
+LegacyArg = Annotated[str | None, typer.Argument(hidden=True, show_default=False, metavar="")]
 
 
 class CliError(Exception):
@@ -52,12 +94,24 @@ class EngramGroup(TyperGroup):
             raise typer.Exit(1) from None
 
 
+class EngramCommand(TyperCommand):
+    """A command whose usage line leaves out hidden arguments (the older positional agent form)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if not getattr(param, "hidden", False):
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
 @dataclass
 class State:
     """Global options, and the settings and store opened from them on first use."""
 
     db: str | None = None
     json: bool = False
+    command: str = ""  # the subcommand run (the label of its progress bar)
     _settings: Settings | None = field(default=None, repr=False)
     _store: MemoryStore | None = field(default=None, repr=False)
 
@@ -134,7 +188,8 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(jsonable(value), ensure_ascii=False))
 
 
-def cell(value: Any, width: int = 60) -> str:
+def cell(value: Any) -> str:
+    """A value as table text, whole: floats to 4 significant digits, times to the second, collections as JSON."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -142,27 +197,80 @@ def cell(value: Any, width: int = 60) -> str:
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, list | tuple | dict | set | frozenset):
-        text = json.dumps(jsonable(value), ensure_ascii=False)
-    else:
-        text = str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+        return json.dumps(jsonable(value), ensure_ascii=False)
+    return str(value)
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, width: int = 60) -> None:
-    """A plain aligned table (no colours: it must read the same in a log file)."""
-    cells = [[cell(r.get(c), width) for c in columns] for r in rows]
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Rows as a table, nothing cut: on a terminal a Rich table that wraps long cells to the width of the
+    terminal; otherwise (a pipe, a log file) plain aligned columns without colour, one row a line."""
+    cells = [[cell(r.get(c)) for c in columns] for r in rows]
+    if stdout_is_tty():
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1), collapse_padding=True)
+        for c in columns:
+            # Free text gets the room left and wraps at words; other cells fold if they must.
+            wrapped = c in WRAPPED
+            table.add_column(SHORT_HEADERS.get(c, c), overflow="fold", ratio=1 if wrapped else None)
+        for row in cells:
+            table.add_row(*(Text(v) for v in row))  # Text: brackets in a memory are not Rich markup
+        Console().print(table)
+        return
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
-def print_record(record: dict[str, Any], *, width: int = 100) -> None:
-    """One record as ``key  value`` lines."""
+def print_record(record: dict[str, Any]) -> None:
+    """One record as ``key  value`` lines (a two-column Rich table on a terminal), values whole."""
     shown = {k: v for k, v in record.items() if k not in HIDDEN}
+    if stdout_is_tty():
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        for k, v in shown.items():
+            table.add_row(Text(k), Text(cell(v)))
+        Console().print(table)
+        return
     pad = max((len(k) for k in shown), default=0)
     for k, v in shown.items():
-        typer.echo(f"{k.ljust(pad)}  {cell(v, width)}")
+        typer.echo(f"{k.ljust(pad)}  {cell(v)}")
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """``advance(n)`` for a Rich progress bar on stderr when stderr is a terminal; a no-op otherwise, so that
+    pipes and log files get clean output (and ``--json`` on stdout is never mixed with it)."""
+    if not stderr_is_tty():
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def tracked(label: str, items: Sequence[str]) -> Iterator[str]:
+    """``items`` one by one, with a progress bar (``label: item``) on a terminal's stderr."""
+    with progress(label, len(items)) as advance:
+        for item in items:
+            yield item
+            advance(1)
 
 
 def warn(message: str) -> None:

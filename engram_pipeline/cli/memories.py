@@ -17,7 +17,26 @@ from typing import Annotated, Any
 
 import typer
 
-from engram_pipeline.cli._common import CliError, emit_json, print_record, print_table, state, warn
+from engram_pipeline.cli._common import (
+    AgentOpt,
+    AgentsOpt,
+    CliError,
+    ConfidenceTier,
+    Kind,
+    LegacyArg,
+    OnError,
+    Outcome,
+    Source,
+    StoreTier,
+    WriteTier,
+    agent_and,
+    emit_json,
+    print_record,
+    print_table,
+    progress,
+    state,
+    warn,
+)
 
 RECORD_COLUMNS = ("id", "tier", "kind", "status", "version", "importance", "confidence", "content")
 
@@ -46,7 +65,9 @@ def import_(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL file")],
     batch_size: Annotated[int, typer.Option(min=1, help="lines validated, embedded and committed together")] = 1000,
-    on_error: Annotated[str, typer.Option(help="abort: stop at a failed batch; skip: skip it and go on")] = "abort",
+    on_error: Annotated[
+        OnError, typer.Option(help="abort: stop at a batch with a bad line; skip: skip the bad lines and go on")
+    ] = "abort",
     dry_run: Annotated[bool, typer.Option(help="validate every line, write nothing")] = False,
 ) -> None:
     """Import memories from a JSONL file (one object per line: agent_id, content, optional fields).
@@ -59,10 +80,8 @@ def import_(
     st = state(ctx)
     store = st.open_store(create=True)
     total = count_lines(file)
-    with typer.progressbar(length=total, label="importing", file=sys.stderr) as bar:
-        report = import_jsonl(
-            store, file, batch_size=batch_size, progress=bar.update, on_error=on_error, dry_run=dry_run
-        )
+    with progress("import", total) as advance:
+        report = import_jsonl(store, file, batch_size=batch_size, progress=advance, on_error=on_error, dry_run=dry_run)
     for err in report.errors:
         warn(f"{file}: {err}")
     if st.json:
@@ -74,14 +93,16 @@ def import_(
             f"{report.batches} batches committed, {report.failed_batches} failed"
         )
     if report.errors:
-        what = "nothing from the failed batch was written"
-        warn(f"error: {len(report.errors)} bad line(s); {what}" + ("; import stopped" if on_error == "abort" else ""))
+        if on_error == "abort":
+            warn(f"error: {len(report.errors)} bad line(s); nothing from their batch was written; import stopped")
+        else:
+            warn(f"error: {len(report.errors)} bad line(s) skipped; every other line was imported")
         raise typer.Exit(1)
 
 
 def export(
     ctx: typer.Context,
-    agent: Annotated[list[str] | None, typer.Option("--agent", help="only these agents (repeatable)")] = None,
+    agent: AgentsOpt = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default stdout)")] = None,
 ) -> None:
     """Export memories as JSONL (every field but the vector); `engram import` reads it back."""
@@ -100,13 +121,14 @@ def export(
 
 def remember(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(help="the agent")],
-    content: Annotated[str, typer.Argument(help="the memory text")],
-    tier: Annotated[str, typer.Option(help="stm, ltm, or auto (time words route to stm)")] = "auto",
-    kind: Annotated[str, typer.Option(help="episodic, semantic, procedural or schema")] = "semantic",
+    content: Annotated[str, typer.Argument(help="the memory text", show_default=False)],
+    legacy: LegacyArg = None,
+    agent: AgentOpt = None,
+    tier: Annotated[WriteTier, typer.Option(help="auto: time words route to stm")] = "auto",
+    kind: Annotated[Kind, typer.Option()] = "semantic",
     tag: Annotated[list[str] | None, typer.Option("--tag", help="repeatable")] = None,
-    source: Annotated[str, typer.Option(help="user, agent, tool, derived or inferred")] = "agent",
-    outcome: Annotated[str | None, typer.Option(help="success or failure (episodes)")] = None,
+    source: Annotated[Source, typer.Option()] = "agent",
+    outcome: Annotated[Outcome | None, typer.Option(help="for episodes")] = None,
     pinned: Annotated[bool, typer.Option(help="never pruned by decay")] = False,
     importance: Annotated[float | None, typer.Option()] = None,
     confidence: Annotated[float | None, typer.Option()] = None,
@@ -114,8 +136,9 @@ def remember(
     metadata: Annotated[str | None, typer.Option(help="a JSON object")] = None,
     memory_id: Annotated[str | None, typer.Option("--id", help="choose the id (default: generated)")] = None,
 ) -> None:
-    """Store a memory (exact content returns the existing row; near-duplicates and contradictions are
-    handled at write time)."""
+    """Store a memory for --agent (exact content returns the existing row; near-duplicates and contradictions
+    are handled at write time)."""
+    agent_id, content = agent_and(agent, content, legacy, "CONTENT")
     st = state(ctx)
     result = st.open_store(create=True).remember(
         agent_id,
@@ -163,10 +186,10 @@ def update(
     expected_version: Annotated[int, typer.Option(help="the version you read; a stale one is refused")],
     content: Annotated[str | None, typer.Option()] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="replaces the tags (repeatable)")] = None,
-    kind: Annotated[str | None, typer.Option()] = None,
-    tier: Annotated[str | None, typer.Option()] = None,
-    source: Annotated[str | None, typer.Option()] = None,
-    outcome: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[Kind | None, typer.Option()] = None,
+    tier: Annotated[StoreTier | None, typer.Option()] = None,
+    source: Annotated[Source | None, typer.Option()] = None,
+    outcome: Annotated[Outcome | None, typer.Option()] = None,
     pinned: Annotated[bool | None, typer.Option("--pinned/--unpinned")] = None,
     importance: Annotated[float | None, typer.Option()] = None,
     confidence: Annotated[float | None, typer.Option()] = None,
@@ -199,16 +222,18 @@ def update(
 
 def recall(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument()],
-    query: Annotated[str, typer.Argument()],
+    query: Annotated[str, typer.Argument(help="what to look for", show_default=False)],
+    legacy: LegacyArg = None,
+    agent: AgentOpt = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, max=100)] = 10,
     include_superseded: Annotated[bool, typer.Option()] = False,
     include_archived: Annotated[bool, typer.Option()] = False,
-    tier: Annotated[list[str] | None, typer.Option("--tier", help="confidence tier: hot, warm, cold, archive")] = None,
+    tier: Annotated[list[ConfidenceTier] | None, typer.Option("--tier", help="confidence tier (repeatable)")] = None,
     min_confidence: Annotated[float | None, typer.Option()] = None,
     track_access: Annotated[bool, typer.Option(help="count the hits as accessed")] = False,
 ) -> None:
-    """The k best memories of an agent for a query (0.7 similarity + 0.2 recency + 0.1 importance)."""
+    """The k best memories of --agent for a query (0.7 similarity + 0.2 recency + 0.1 importance)."""
+    agent_id, query = agent_and(agent, query, legacy, "QUERY")
     st = state(ctx)
     st.known_agents([agent_id])
     hits = st.store.recall(
@@ -217,7 +242,7 @@ def recall(
         k=k,
         include_superseded=include_superseded,
         include_archived=include_archived,
-        tiers=tier or None,
+        tiers=[t.value for t in tier] if tier else None,
         min_confidence=min_confidence,
         track_access=track_access,
     )

@@ -1,14 +1,14 @@
-"""Lifecycle pass commands: decay, decay-confidence, promote, consolidate-corpus, consolidate, health,
-maintain.
+"""Lifecycle pass commands: decay, decay-confidence, promote, contradictions, neighbour-graph,
+consolidate-corpus, consolidate, health, maintain.
 
 Each runs one library function per agent (``--agent A``, repeatable, or ``--all-agents``) and prints its
-frozen report: a table with one row per agent, or with ``--json`` a list of ``{"agent_id", "report"}``.
+frozen report (serialised by :mod:`engram_pipeline.reporting`): a table with one row per agent, or with
+``--json`` a list of ``{"agent_id", "report"}``. On a terminal, stderr shows a progress bar over the agents.
 The passes are imported inside the command that runs them, so that ``engram --help`` stays fast.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,19 +17,19 @@ from typing import Annotated, Any
 import typer
 
 from engram_pipeline.cli._common import (
+    AgentsOpt,
+    AllOpt,
     CliError,
+    Scope,
     State,
     emit_json,
-    jsonable,
     print_record,
     print_table,
     state,
+    tracked,
     warn,
 )
-from engram_pipeline.reporting import report_view
-
-AgentOpt = Annotated[list[str] | None, typer.Option("--agent", help="an agent id (repeatable)")]
-AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
+from engram_pipeline.reporting import report_fields, report_json
 
 
 def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
@@ -39,10 +39,10 @@ def _agents(st: State, agent: list[str] | None, all_agents: bool) -> list[str]:
 
 
 def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:
-    """Run ``fn`` per agent and print the reports."""
-    results = [(a, fn(a)) for a in agents]
+    """Run ``fn`` per agent (a progress bar on a terminal's stderr) and print the reports."""
+    results = [(a, fn(a)) for a in tracked(st.command or "pass", agents)]
     if st.json:
-        emit_json([{"agent_id": a, "report": _json_report(r)} for a, r in results])
+        emit_json([{"agent_id": a, "report": report_json(r)} for a, r in results])
         return
     if not results:
         warn("no agents")
@@ -52,20 +52,17 @@ def _run(st: State, agents: list[str], fn: Callable[[str], Any]) -> None:
         print_record(_summary(results[0][1]))
         return
     rows = [{"agent_id": a, **_summary(r)} for a, r in results]
-    print_table(rows, list(rows[0]), width=40)
-
-
-def _json_report(report: Any) -> Any:
-    value = jsonable(report)
-    return report_view(value) if isinstance(value, dict) else value
+    print_table(rows, list(rows[0]))
 
 
 def _summary(report: Any) -> dict[str, Any]:
     """A report's fields for a table; collections are shown by their size."""
-    if not dataclasses.is_dataclass(report) or isinstance(report, type):
+    try:
+        fields = report_fields(report)
+    except TypeError:
         return {"result": report}
     out: dict[str, Any] = {}
-    for name, value in report_view({f.name: getattr(report, f.name) for f in dataclasses.fields(report)}).items():
+    for name, value in fields.items():
         if isinstance(value, list | tuple | set | frozenset) and len(value) > 3:
             value = f"{len(value)} items"
         elif isinstance(value, dict) and len(value) > 4:
@@ -74,7 +71,7 @@ def _summary(report: Any) -> dict[str, Any]:
     return out
 
 
-def decay(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+def decay(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = False) -> None:
     """Re-score importance; mark stale, prune (audited) what faded and is old and not pinned."""
     st = state(ctx)
     from engram_pipeline.lifecycle.decay import decay_importance as fn
@@ -82,7 +79,7 @@ def decay(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
-def decay_confidence(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+def decay_confidence(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = False) -> None:
     """Competition-aware confidence decay."""
     st = state(ctx)
     from engram_pipeline.lifecycle.confidence import decay_confidence as fn
@@ -90,7 +87,7 @@ def decay_confidence(ctx: typer.Context, agent: AgentOpt = None, all_agents: All
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
-def promote(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = False) -> None:
+def promote(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = False) -> None:
     """Move short-term memories that earned it (accesses and importance) to long-term memory."""
     st = state(ctx)
     from engram_pipeline.lifecycle.promotion import promote_stm as fn
@@ -100,7 +97,7 @@ def promote(ctx: typer.Context, agent: AgentOpt = None, all_agents: AllOpt = Fal
 
 def consolidate_corpus(
     ctx: typer.Context,
-    agent: AgentOpt = None,
+    agent: AgentsOpt = None,
     all_agents: AllOpt = False,
     apply: Annotated[
         bool, typer.Option("--apply", help="applies exactly the reviewed plan (default: dry run)")
@@ -139,22 +136,48 @@ def consolidate_corpus(
 
 def consolidate(
     ctx: typer.Context,
-    agent: AgentOpt = None,
+    agent: AgentsOpt = None,
     all_agents: AllOpt = False,
-    scope: Annotated[str, typer.Option(help="recent: new episodes since the last run; full: everything")] = "recent",
+    scope: Annotated[Scope, typer.Option(help="recent: new episodes since the last run; full: everything")] = "recent",
 ) -> None:
     """Five-stage consolidation: episodes, beliefs, procedures, schemas, archival."""
-    if scope not in ("recent", "full"):
-        raise CliError(f"--scope must be recent or full; got {scope!r}")
     st = state(ctx)
     from engram_pipeline.lifecycle.consolidation import consolidate as fn
 
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a, scope=scope))
 
 
+def contradictions(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = False) -> None:
+    """Flag (or, with MEMORY_CONTRADICTION_POLICY=supersede, supersede) contradicting pairs of similar memories."""
+    from engram_pipeline.lifecycle.contradictions import detect_contradictions as fn
+
+    st = state(ctx)
+    _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
+
+
+def neighbour_graph(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = False) -> None:
+    """The similar pairs of each agent's memories that the passes start from (read only): pairs, floor, scores."""
+    from engram_pipeline.lifecycle.graph import agent_graph as graph_of
+    from engram_pipeline.lifecycle.graph import graph_floor
+
+    st = state(ctx)
+    floor = graph_floor(st.settings)
+
+    def summary(agent_id: str) -> dict[str, Any]:
+        scores = graph_of(st.store, agent_id, floor=floor)["score"].to_numpy()
+        return {
+            "pairs": len(scores),
+            "floor": floor,
+            "mean_score": float(scores.mean()) if len(scores) else None,
+            "max_score": float(scores.max()) if len(scores) else None,
+        }
+
+    _run(st, _agents(st, agent, all_agents), summary)
+
+
 def health(
     ctx: typer.Context,
-    agent: AgentOpt = None,
+    agent: AgentsOpt = None,
     all_agents: AllOpt = False,
     plot: Annotated[Path | None, typer.Option(help="write a chart (one file per agent when several)")] = None,
 ) -> None:

@@ -175,25 +175,48 @@ def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:
     return confidences(table["confidence"])
 
 
+# Tier colours that read at a glance: green for the most trusted tier, fading through amber to grey.
+TIER_COLOURS = {"hot": "#1a9850", "warm": "#91cf60", "cold": "#fdae61", "archive": "#a6a6a6"}
+
+
+def tier_label(name: str) -> str:
+    """``hot > 0.85``, ``warm 0.70-0.85``, ...: a tier and its confidence range (from ``CONFIDENCE_TIERS``)."""
+    r = CONFIDENCE_TIERS[name]
+    low, high = r.low, r.high
+    if high >= 1.0:
+        return f"{name} {'>=' if r.low_inclusive else '>'} {low:.2f}"
+    if low <= 0.0:
+        return f"{name} < {high:.2f}"
+    return f"{name} {low:.2f}-{high:.2f}"
+
+
 def render_health_chart(report: HealthReport, confidences: Any, path: str | Path) -> Path:
-    """Write a PNG: tier distribution bars (left) and the confidence histogram with tier bounds (right)."""
+    """Write a PNG: visible memories per confidence tier (left, each bar labelled with its count) and the
+    confidence histogram over the tier bands (right), with one legend naming each tier and its range."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     path = Path(path)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
-    names = list(report.tiers)
-    colours = {"hot": "#d62728", "warm": "#ff7f0e", "cold": "#1f77b4", "archive": "#7f7f7f"}
-    left.bar(names, [report.tiers[t] for t in names], color=[colours.get(t, "#999999") for t in names])
-    left.set_title(f"{report.agent_id}: tiers (health {report.score:.2f})")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    names = [t for t in CONFIDENCE_TIERS if t in report.tiers] or list(report.tiers)
+    bars = left.bar(names, [report.tiers[t] for t in names], color=[TIER_COLOURS.get(t, "#999999") for t in names])
+    left.bar_label(bars, padding=2)
+    left.set_title(f"{report.agent_id}: memories per tier (health {report.score:.2f})")
+    left.set_xlabel("confidence tier")
     left.set_ylabel("visible memories")
-    right.hist(np.asarray(confidences, dtype=float), bins=20, range=(0.0, 1.0), color="#1f77b4")
-    for bound in (0.40, 0.70, 0.85):
-        right.axvline(bound, color="#444444", linestyle="--", linewidth=0.8)
-    right.set_title("confidence")
+    left.margins(y=0.15)
+    for name, r in CONFIDENCE_TIERS.items():
+        right.axvspan(r.low, r.high, color=TIER_COLOURS[name], alpha=0.25, linewidth=0)
+    right.hist(np.asarray(confidences, dtype=float), bins=20, range=(0.0, 1.0), color="#404040", alpha=0.85)
+    right.set_xlim(0.0, 1.0)
+    right.set_title("confidence of visible memories")
     right.set_xlabel("confidence")
+    right.set_ylabel("memories")
+    handles = [Patch(color=TIER_COLOURS[t], label=tier_label(t)) for t in CONFIDENCE_TIERS]  # best first
+    right.legend(handles=handles, title="tiers", loc="upper left", fontsize="small")
     fig.savefig(path, format="png", dpi=100)
     plt.close(fig)
     return path

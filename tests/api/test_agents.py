@@ -46,9 +46,21 @@ def test_admin_routes_need_an_admin_key(client: TestClient, route: str) -> None:
 
 
 @pytest.mark.parametrize("route", ADMIN_ROUTES)
-def test_admin_routes_reject_unknown_fields(client: TestClient, route: str) -> None:
+def test_admin_routes_reject_unknown_fields(client: TestClient, seeded: MemoryStore, route: str) -> None:
+    # seeded: an agent with no memories is a 404 before its body is read (see the test below)
     r = client.post(f"/v1/agents/alice/{route}", json={"bogus": 1}, headers=ADMIN)
     assert r.status_code == 422
+
+
+@pytest.mark.parametrize("route", ADMIN_ROUTES)
+def test_passes_on_an_unknown_agent_are_not_found_and_write_nothing(
+    client: TestClient, seeded: MemoryStore, route: str
+) -> None:
+    """A pass over an agent with no memories (a typo) answers like health does, not with an empty report."""
+    r = client.post(f"/v1/agents/ghost/{route}", headers=ADMIN)
+    assert r.status_code == 404 and "unknown agent 'ghost'" in r.json()["detail"], r.text
+    assert seeded.plans_of("ghost") == [] and not seeded.has_agent("ghost")
+    assert seeded.audit_for_agent("ghost").num_rows == 0
 
 
 def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None:
@@ -88,6 +100,7 @@ def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
     client: TestClient, api_store: MemoryStore
 ) -> None:
     ids = reviewed_plan_then_late_duplicate(api_store, "alice")
+    api_store.remember("bob", "Bob keeps his notes in a paper diary")  # a known agent, for the plan of another
     url = "/v1/agents/alice/corpus-merge"
     table = (api_store.memories.version, api_store.plans.table.count_rows())
     refused = [

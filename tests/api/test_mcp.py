@@ -22,10 +22,12 @@ TOOLS = {
     "update_memory",
     "delete_memory",
     "restore_memory",
-    "consolidate_memories",
+    "promote_memories",
     "consolidate_corpus",
-    "memory_health",
+    "get_health",
 }
+READ_ONLY = {"recall", "get_memory", "get_health"}
+DESTRUCTIVE = {"update_memory", "delete_memory", "restore_memory", "consolidate_corpus"}
 
 
 def payload(result: Any) -> Any:
@@ -62,6 +64,19 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             schema = {t.name: t.input_schema for t in tools.tools}
             assert "expectedVersion" in schema["update_memory"]["required"]
             assert schema["consolidate_corpus"]["properties"]["dryRun"]["default"] is True
+            for tool in tools.tools:  # every argument says what it is; every tool what it does to the store
+                assert tool.description, tool.name
+                for name, prop in tool.input_schema.get("properties", {}).items():
+                    assert prop.get("description"), (tool.name, name)
+                hints = tool.annotations
+                assert hints is not None and hints.read_only_hint is (tool.name in READ_ONLY), tool.name
+                if tool.name not in READ_ONLY:
+                    assert hints.destructive_hint is (tool.name in DESTRUCTIVE), tool.name
+            k = schema["recall"]["properties"]["k"]
+            assert (k["minimum"], k["maximum"], k["default"]) == (1, 100, 10)
+            assert schema["update_memory"]["properties"]["expectedVersion"]["minimum"] == 1
+            importance = schema["remember"]["properties"]["importance"]
+            assert (importance["minimum"], importance["maximum"]) == (0, 1)
 
             made = payload(await client.call_tool("remember", {"content": "User prefers dark mode", "tags": ["ui"]}))
             assert made["outcome"] == "created"
@@ -102,7 +117,7 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             bad = await client.call_tool("recall", {"query": "x", "k": 0})
             assert "INVALID_INPUT" in error_text(bad) and "k must be" in error_text(bad)
 
-            health = payload(await client.call_tool("memory_health", {}))
+            health = payload(await client.call_tool("get_health", {}))
             assert health["overall_score"] == health["score"] and set(health["tier_distribution"]) == {
                 "hot",
                 "warm",
@@ -112,7 +127,7 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
             assert health["agent_id"] == "alice" and health["total"] == 1
             plan = payload(await client.call_tool("consolidate_corpus", {}))
             assert plan["dry_run"] is True
-            promoted = payload(await client.call_tool("consolidate_memories", {}))
+            promoted = payload(await client.call_tool("promote_memories", {}))
             assert {"promoted", "skipped_concurrent_edit"} <= set(promoted)
 
     anyio.run(session)
@@ -173,11 +188,13 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
     assert merged_as_reviewed(store, ids)
 
 
-def test_health_of_an_agent_without_memories_is_not_found(store: MemoryStore) -> None:
+@pytest.mark.parametrize("tool", ["get_health", "promote_memories", "consolidate_corpus"])
+def test_health_and_passes_of_an_agent_without_memories_are_not_found(store: MemoryStore, tool: str) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from engram_pipeline.api.mcp_server import build_mcp
 
-    server = build_mcp(store, "newcomer")
+    server = build_mcp(store, "newcomer", admin=True)
     with pytest.raises(ToolError, match="NOT_FOUND: unknown agent 'newcomer'"):
-        anyio.run(server.call_tool, "memory_health", {})
+        anyio.run(server.call_tool, tool, {})
+    assert store.plans_of("newcomer") == []

@@ -64,11 +64,22 @@ def test_a_failed_batch_writes_nothing_and_earlier_batches_stay(cli, tmp_path: P
     contents = {r["content"] for r in (json.loads(x) for x in cli("export").stdout.splitlines())}
     assert contents == {"fact number 0", "fact number 1"}
 
-    # --on-error skip: the bad batch is still skipped whole, the rest goes in.
+    # --on-error skip: only the bad line is skipped; the good line of its batch ("fact number 2") goes in.
     result = cli("import", str(src), "--batch-size", "2", "--on-error", "skip", json_=True)
-    assert result.exit_code == 1
+    assert result.exit_code == 1 and "1 bad line(s) skipped" in result.stderr
+    report = json.loads(result.stdout)
+    assert (report["created"], report["exact_duplicates"], report["failed_batches"]) == (2, 2, 1)
     contents = {r["content"] for r in (json.loads(x) for x in cli("export").stdout.splitlines())}
-    assert contents == {"fact number 0", "fact number 1", "fact number 4"}
+    assert contents == {"fact number 0", "fact number 1", "fact number 2", "fact number 4"}
+
+
+def test_skip_writes_the_good_lines_of_a_1000_line_batch_around_one_bad_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lines: list[object] = [{"agent_id": "a", "content": f"fact number {i}"} for i in range(1000)]
+    lines[500] = {"agent_id": "a"}  # no content
+    result = cli("import", str(write_jsonl(tmp_path / "k.jsonl", lines)), "--on-error", "skip", json_=True)
+    assert result.exit_code == 1 and "line 501" in result.stderr
+    report = json.loads(result.stdout)
+    assert (report["lines"], report["created"], report["batches"], len(report["errors"])) == (1000, 999, 1, 1)
 
 
 def test_dry_run_validates_and_writes_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

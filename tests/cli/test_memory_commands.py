@@ -58,17 +58,23 @@ def test_bad_input_exits_non_zero_without_traceback(cli) -> None:  # type: ignor
         ("get", "no-such-id"),
         ("restore", "no-such-id"),
         ("delete", "no-such-id"),
-        ("remember", "alice", "x", "--kind", "opinion"),
         ("remember", "alice", "x", "--metadata", "{not json"),
         ("remember", "alice", "x", "--metadata", "[1, 2]"),
         ("remember", "alice", "   "),
-        ("recall", "alice", "q", "--tier", "lukewarm"),
         ("update", "no-such-id", "--expected-version", "1", "--importance", "0.3"),
         ("decay",),  # neither --agent nor --all-agents
     ):
         result = cli(*args)
         assert result.exit_code == 1, (args, result.output)
         assert result.stderr.startswith("error: "), (args, result.stderr)
+        _no_traceback(result)
+    # A value outside a choice is refused by the parser, before anything runs: a usage error (2) listing them.
+    for args in (
+        ("remember", "--agent", "alice", "x", "--kind", "opinion"),
+        ("recall", "--agent", "alice", "q", "--tier", "lukewarm"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == 2 and "is not one of" in result.output, (args, result.output)
         _no_traceback(result)
     assert parse(cli("agents", json_=True)) == []  # nothing was written
 

@@ -49,6 +49,25 @@ def test_health_plot_writes_a_chart(cli, seeded, tmp_path: Path) -> None:  # typ
     assert out.stat().st_size > 0
 
 
+def test_health_chart_colours_read_at_a_glance(cli, seeded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The best tier is green, not red; each tier is drawn in its own colour and named with its range."""
+    from matplotlib import image
+    from matplotlib.colors import to_rgb
+
+    from engram_pipeline.lifecycle.health import TIER_COLOURS, tier_label
+
+    red, green, blue = to_rgb(TIER_COLOURS["hot"])
+    assert green > red and green > blue  # the most trusted tier reads as good
+    assert len(set(TIER_COLOURS.values())) == 4 and TIER_COLOURS["archive"] != TIER_COLOURS["hot"]
+    assert [tier_label(t) for t in TIER_COLOURS] == ["hot > 0.85", "warm 0.70-0.85", "cold 0.40-0.70", "archive < 0.40"]
+    out = tmp_path / "chart.png"
+    assert cli("health", "--agent", "coding-assistant", "--plot", str(out)).exit_code == 0
+    pixels = {tuple(round(float(c), 2) for c in px[:3]) for row in image.imread(out) for px in row}
+    for tier in ("hot", "warm"):  # the sample agent has hot and warm memories: their bars are drawn
+        assert tuple(round(c, 2) for c in to_rgb(TIER_COLOURS[tier])) in pixels, tier
+    assert tuple(round(c, 2) for c in to_rgb("#d62728")) not in pixels  # no red anywhere
+
+
 def test_maintain_and_agent_selection(cli, seeded) -> None:  # type: ignore[no-untyped-def]
     report = parse(cli("maintain", json_=True))
     assert "memories" in report["tables"]
@@ -58,7 +77,8 @@ def test_maintain_and_agent_selection(cli, seeded) -> None:  # type: ignore[no-u
 
 def test_consolidate_rejects_an_unknown_scope(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("consolidate", "--agent", "a", "--scope", "partial")
-    assert result.exit_code == 1 and "--scope must be recent or full" in result.stderr
+    # a choice: refused by the parser (usage error, exit 2) with the choices listed
+    assert result.exit_code == 2 and "'partial' is not one of" in result.output and "'full'" in result.output
 
 
 def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ignore[no-untyped-def]
@@ -66,7 +86,7 @@ def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ig
     assert result.exit_code == 0, result.output
     for agent in ("coding-assistant", "travel-assistant", "support-bot", "research-agent"):
         assert f"[{agent}] recall" in result.stdout
-    assert "already there" in cli("demo", "--import-only").stdout
+    assert "reusing the store" in cli("demo", "--import-only").stdout  # one demo: assets.demo, which reuses it
 
 
 def test_apply_without_plan_id_refuses_several_pending_plans_and_names_them(cli, db) -> None:  # type: ignore[no-untyped-def]

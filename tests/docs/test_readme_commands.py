@@ -130,7 +130,7 @@ def test_cli_commands_against_the_demo_store(demo: str, checkout: Path, env: dic
     # The README's CLI section, with the store at its default place (./.engram/lancedb, no --db).
     for command in (
         ".venv/bin/engram agents",
-        f'.venv/bin/engram recall {AGENT} "lockfile error" -k 5',
+        f'.venv/bin/engram recall --agent {AGENT} "lockfile error" -k 5',
         f".venv/bin/engram health --agent {AGENT}",
         f".venv/bin/engram --json export --agent {AGENT} -o {AGENT}.jsonl",
         f".venv/bin/engram --db ./.engram/lancedb import {AGENT}.jsonl",

@@ -1,7 +1,10 @@
 """``/v1/agents/{agent_id}``: health for the agent's keys; lifecycle passes for admin keys.
 
+Every route answers an agent with no memories as unknown (404 naming it), before any pass runs: a pass over
+nobody is a typo, not an empty report.
+
 The passes run synchronously in the request (a worker thread) and return their report (see
-:mod:`engram_pipeline.api.passes`).
+:mod:`engram_pipeline.reporting`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from engram_pipeline import lifecycle
-from engram_pipeline.api.deps import AdminDep, AgentDep, KnownAgentDep, StoreDep
+from engram_pipeline.api.deps import AdminDep, KnownAgentDep, StoreDep
 from engram_pipeline.api.models import (
     ConsolidateRequest,
     CorpusMergeRequest,
@@ -20,13 +23,14 @@ from engram_pipeline.api.models import (
     PromoteRequest,
     ReportResponse,
 )
-from engram_pipeline.api.passes import as_json, decay_json, health_json
+from engram_pipeline.reporting import decay_json, health_json
+from engram_pipeline.reporting import report_json as as_json
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not decodable (not UTF-8 JSON)"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
     403: {"model": ErrorOut, "description": "the key is not scoped to this agent (or is not an admin key)"},
-    404: {"model": ErrorOut, "description": "no such corpus-merge plan"},
+    404: {"model": ErrorOut, "description": "unknown agent (it has no memories), or no such corpus-merge plan"},
     422: {"model": ErrorOut, "description": "invalid input"},
 }
 
@@ -37,11 +41,7 @@ def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
     return ReportResponse(pass_name=pass_name, agent_id=agent_id, report=as_json(report))
 
 
-@router.get(
-    "/health",
-    response_model=ReportResponse,
-    responses={404: {"model": ErrorOut, "description": "unknown agent: it has no memories"}},
-)
+@router.get("/health", response_model=ReportResponse)
 def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
     """Counts by status, tier and confidence tier, and what the passes last did for this agent
     (``overall_score``, ``tier_distribution``, ``contradiction_count``, ``stale_count``, ...)."""
@@ -51,7 +51,7 @@ def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
 
 @router.post("/decay", response_model=ReportResponse)
 def decay(
-    agent_id: AgentDep, store: StoreDep, _admin: AdminDep, body: Annotated[DecayRequest | None, Body()] = None
+    _admin: AdminDep, agent_id: KnownAgentDep, store: StoreDep, body: Annotated[DecayRequest | None, Body()] = None
 ) -> ReportResponse:
     """Run the importance decay pass now (re-score, mark stale, prune with audit) and return its report.
 
@@ -67,9 +67,9 @@ def decay(
 
 @router.post("/consolidate", response_model=ReportResponse)
 def consolidate(
-    agent_id: AgentDep,
-    store: StoreDep,
     _admin: AdminDep,
+    agent_id: KnownAgentDep,
+    store: StoreDep,
     body: Annotated[ConsolidateRequest | None, Body()] = None,
 ) -> ReportResponse:
     """Run the five-stage consolidation (``scope`` recent or full) now and return its report."""
@@ -79,7 +79,7 @@ def consolidate(
 
 @router.post("/promote", response_model=ReportResponse)
 def promote(
-    agent_id: AgentDep, store: StoreDep, _admin: AdminDep, _body: Annotated[PromoteRequest | None, Body()] = None
+    _admin: AdminDep, agent_id: KnownAgentDep, store: StoreDep, _body: Annotated[PromoteRequest | None, Body()] = None
 ) -> ReportResponse:
     """Run STM to LTM promotion now and return its report."""
     return _report("promote", agent_id, lifecycle.promote_stm(store, agent_id))
@@ -87,9 +87,9 @@ def promote(
 
 @router.post("/corpus-merge", response_model=ReportResponse)
 def corpus_merge(
-    agent_id: AgentDep,
-    store: StoreDep,
     _admin: AdminDep,
+    agent_id: KnownAgentDep,
+    store: StoreDep,
     body: Annotated[CorpusMergeRequest | None, Body()] = None,
 ) -> ReportResponse:
     """Plan the corpus merge, or apply exactly a reviewed plan.

@@ -12,10 +12,9 @@ from engram_pipeline.settings import Settings, SettingsError, env_table
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
-def test_the_documented_table_is_the_generated_one() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    documented = text.split("<!-- env-table:start -->\n", 1)[1].split("<!-- env-table:end -->", 1)[0]
-    assert documented == env_table(), "regenerate it: python -m engram_pipeline.settings"
+def test_the_table_is_generated_into_the_doc() -> None:
+    # tests/docs/test_generated_tables.py checks its content, as for every generated block
+    assert "<!-- generated: engram_pipeline.settings.env_table() -->" in DOC.read_text(encoding="utf-8")
 
 
 def test_every_variable_is_in_the_table() -> None:

@@ -23,8 +23,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCKS = [(path, m) for path in DOCS for m in BLOCK.finditer(path.read_text())]
 
 
-def test_the_threshold_table_is_generated() -> None:
-    assert any(m.group(2) == "threshold_table" for _, m in BLOCKS)
+def test_the_threshold_and_variable_tables_are_generated() -> None:
+    assert {"threshold_table", "env_table"} <= {m.group(2) for _, m in BLOCKS}
 
 
 @pytest.mark.parametrize(("path", "match"), BLOCKS, ids=[f"{p.name}:{m.group(2)}" for p, m in BLOCKS])

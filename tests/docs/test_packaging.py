@@ -38,7 +38,9 @@ def _distribution_of() -> dict[str, str]:
     """Top-level import name -> distribution name, for what is installed."""
     out = {}
     for module, dists in importlib.metadata.packages_distributions().items():
-        out[module] = dists[0].lower().replace("_", "-")
+        names = [d.lower().replace("_", "-") for d in dists]
+        # several distributions may install into one top-level package (mcp and mcp-types): take its namesake
+        out[module] = next((n for n in names if n == module.replace("_", "-")), names[0])
     return out
 
 

@@ -104,12 +104,12 @@ PLAN_SCHEMA = pa.schema(
         pa.field("plan_id", pa.string()),
         pa.field("agent_id", pa.string()),
         pa.field("kind", pa.string()),  # "corpus_merge"
-        pa.field("status", pa.string()),  # "pending" | "applied"
+        pa.field("status", pa.string()),  # "pending" | "applied" | "discarded" | "expired"
         pa.field("created_at", TS),
         pa.field("applied_at", TS),
         pa.field("run_id", pa.string()),
         pa.field("body", pa.string()),  # JSON: clusters with canonical, members, scores, member versions
-        pa.field("result", pa.string()),  # JSON report of the apply
+        pa.field("result", pa.string()),  # JSON: the apply's report, or who discarded it / which plan expired it
     ]
 )
 

@@ -201,6 +201,14 @@ class RecordsMixin:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
         _with_retry(lambda: self.plans.update(where=eq("plan_id", plan_id), values=values))
 
+    def close_plan(self, plan_id: str, status: str, note: dict[str, Any]) -> bool:
+        """Compare-and-set a pending plan to ``status`` ("discarded", "expired") with ``note`` as its result;
+        False (nothing written) when the plan is not pending any more."""
+        where = f"{eq('plan_id', plan_id)} AND {eq('status', 'pending')}"
+        values = {"status": status, "result": json.dumps(note, sort_keys=True, default=str)}
+        result = _with_retry(lambda: self.plans.update(where=where, values=values))
+        return int(result.rows_updated) > 0
+
     # -- cursors ---------------------------------------------------------------------------------------
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
         rows = self.cursors.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()

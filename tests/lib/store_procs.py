@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this file also runs as a script)
 COMMITTING = (
     "cas_write", "cas_delete", "record_audit", "drop_audit_events", "add_links", "set_cursor",
-    "mark_plan_applied", "swap_lease",
+    "mark_plan_applied", "close_plan", "swap_lease",
 )  # fmt: skip
 
 

@@ -51,6 +51,7 @@ for name, fn in (
     ("decay-confidence", passes.decay_confidence),
     ("promote", passes.promote),
     ("consolidate-corpus", passes.consolidate_corpus),
+    ("discard-plan", passes.discard_plan),
     ("consolidate", passes.consolidate),
     ("health", passes.health),
     ("maintain", passes.maintain),

@@ -3,13 +3,14 @@
 Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_memory`` (both need
 ``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
 ``consolidate_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
-applying names a reviewed ``planId`` and needs a server started with ``--admin``) and ``memory_health``. The
-embedder is loaded before the server reads its first request.
+applying names a reviewed ``planId`` and needs a server started with ``--admin``), ``discard_merge_plan``
+(admin too) and ``memory_health``. The embedder is loaded before the server reads its first request.
 
-``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
-returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
-only on a server started with ``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its
-own memories away unreviewed.
+``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId`` and
+numbered clusters returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and the
+numbers of the clusters to ``reject``, and applies exactly it but those, and only on a server started with
+``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its own memories away unreviewed.
+A discarded or expired plan is a ``CONFLICT`` error, and nothing is written.
 
 Arguments are strictly typed (``true`` is not ``1``, ``"5"`` is not a number); their values are checked by
 the store (:mod:`engram_pipeline.store.validation`), whose refusals are ``INVALID_INPUT`` errors naming the
@@ -34,6 +35,7 @@ from engram_pipeline.store import (
     MemoryNotFound,
     MemoryStore,
     NothingToRestore,
+    PlanClosed,
     PlanNotFound,
     RestoreConflict,
     VersionConflict,
@@ -82,6 +84,8 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
                 ) from None
             except (MemoryNotFound, NothingToRestore, PlanNotFound) as exc:
                 raise ToolError(f"NOT_FOUND: {exc}") from None
+            except PlanClosed as exc:
+                raise ToolError(f"CONFLICT: {exc}") from None
             except InvalidInput as exc:
                 raise ToolError(f"INVALID_INPUT: {exc}") from None
             except PassUnavailable as exc:
@@ -207,28 +211,46 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
     def consolidate_memories() -> dict[str, Any]:
         return as_json(guarded(lambda: lifecycle("promotion", "promote_stm")(store, agent_id))())
 
-    @server.tool(
-        description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
-        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only)."
-    )
-    def consolidate_corpus(dryRun: StrictBool = True, planId: StrictStr | None = None) -> dict[str, Any]:
-        if dryRun:
-            if planId is not None:
-                raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
-            plan = lifecycle("corpus_merge", "consolidate_corpus")
-            return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
+    def reviewed_plan(planId: str | None, verb: str) -> str:
+        """``planId``, an admin's, of a plan of this agent (else the tool error that says why)."""
         if not admin:
             raise ToolError(
-                "FORBIDDEN: applying a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
-                "ask an operator to review the plan and apply it"
+                f"FORBIDDEN: {verb} a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
+                "ask an operator to review the plan"
             )
         if planId is None:
-            raise ToolError("INVALID_INPUT: applying needs planId, the plan_id a dry run returned and was reviewed")
+            raise ToolError(f"INVALID_INPUT: {verb} needs planId, the plan_id a dry run returned and was reviewed")
         found = store.get_plan(planId)
         if found is None or found["agent_id"] != agent_id:
             raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
+        return planId
+
+    @server.tool(
+        description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
+        "returns its plan_id and numbered clusters. dryRun=false with planId applies exactly the reviewed plan "
+        "but the clusters whose numbers are in reject (admin servers only); rejected clusters are not proposed "
+        "again while their memories keep their content."
+    )
+    def consolidate_corpus(
+        dryRun: StrictBool = True, planId: StrictStr | None = None, reject: list[StrictInt] | None = None
+    ) -> dict[str, Any]:
+        if dryRun:
+            if planId is not None or reject:
+                raise ToolError("INVALID_INPUT: planId and reject are only used to apply: send dryRun=false")
+            plan = lifecycle("corpus_merge", "consolidate_corpus")
+            return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
+        reviewed = reviewed_plan(planId, "applying")
         apply = lifecycle("corpus_merge", "apply_corpus_merge")
-        return as_json(guarded(lambda: apply(store, agent_id, planId))())
+        return as_json(guarded(lambda: apply(store, agent_id, reviewed, reject=reject or [], actor=actor))())
+
+    @server.tool(
+        description="Discard a pending merge plan whole (admin servers only): nothing is merged, and a later "
+        "plan may propose its clusters again."
+    )
+    def discard_merge_plan(planId: StrictStr) -> dict[str, Any]:
+        reviewed = reviewed_plan(planId, "discarding")
+        discard = lifecycle("merge_review", "discard_plan")
+        return as_json(guarded(lambda: discard(store, agent_id, reviewed, actor=actor))())
 
     @server.tool(description="Counts by status, tier and confidence tier, and what the passes last did.")
     def memory_health() -> dict[str, Any]:

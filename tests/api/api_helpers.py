@@ -69,5 +69,4 @@ def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-u
         and rows[ids["late"]]["status"] == "active"
         and rows[ids["late"]]["version"] == 1
         and store.get_plan(ids["reviewed"])["status"] == "applied"
-        and store.get_plan(ids["later"])["status"] == "pending"
     )

@@ -24,6 +24,7 @@ TOOLS = {
     "restore_memory",
     "consolidate_memories",
     "consolidate_corpus",
+    "discard_merge_plan",
     "memory_health",
 }
 

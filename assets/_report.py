@@ -110,20 +110,24 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-# The typed table is what a reviewer reads on the asset page, so the content column must get the room: no
-# column of long unbreakable ids but the plan id (what the apply config names); memory ids are in ``review``.
-REVIEW_SCHEMA = TableSchema(
-    columns=[
+# The typed table is what a reviewer reads on the asset page, in a pane about 670 px wide on a 1600 px screen,
+# so the content column must get the room: a plan's table has no outcome and an apply's no reason (each is
+# empty or already reviewed there), and neither has a column of long unbreakable ids but the plan id (what the
+# apply config names). Memory ids and similarities are in the Markdown view (``review``); every judge's reason
+# quotes the cosine too.
+REVIEW_COLUMNS = {
+    c.name: c
+    for c in (
         TableColumn("cluster", "int", description="the number to reject it by (apply config: reject)"),
         TableColumn("role", "string", description="canonical (kept) or member (to be superseded by it)"),
         TableColumn("content", "string"),
-        TableColumn("similarity", "float", description="cosine to the canonical"),
-        TableColumn("reason", "string"),
-        TableColumn("outcome", "string", description="after an apply: merged, rejected, skipped_concurrent_edit"),
+        TableColumn("reason", "string", description="why the judge calls it a duplicate of the canonical"),
+        TableColumn("outcome", "string", description="merged, rejected, skipped_concurrent_edit, ..."),
         TableColumn("plan_id", "string", description="the plan to apply (apply config: plan_id)"),
-    ]
-)
-TABLE_COLUMNS = [c.name for c in REVIEW_SCHEMA.columns]
+    )
+}
+PLAN_TABLE = ("cluster", "role", "content", "reason", "plan_id")
+APPLY_TABLE = ("cluster", "role", "content", "outcome", "plan_id")
 
 
 def merge_review(report: Any) -> dict[str, Any]:
@@ -149,10 +153,13 @@ def merge_review(report: Any) -> dict[str, Any]:
     return {
         "plan_id": MetadataValue.text(report.plan_id or ""),
         "review": MetadataValue.md("\n".join(lines)),
-        "review_table": MetadataValue.table(
-            [TableRecord({c: r[c] for c in TABLE_COLUMNS}) for r in rows], schema=REVIEW_SCHEMA
-        ),
+        "review_table": review_table(rows, PLAN_TABLE if report.dry_run else APPLY_TABLE),
     }
+
+
+def review_table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Any:
+    schema = TableSchema(columns=[REVIEW_COLUMNS[c] for c in columns])
+    return MetadataValue.table([TableRecord({c: r[c] for c in columns}) for r in rows], schema=schema)
 
 
 def review_rows(per_cluster: Any, *, plan_id: str = "") -> list[dict[str, Any]]:

@@ -159,7 +159,9 @@ class RecordsMixin:
         kind: str = "corpus_merge",
         run_id: str | None = None,
     ) -> str:
-        plan_id = f"plan-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        # Hyphens, not a "T", between date and time: a browser may break the id there, so the review table's
+        # plan id column stays narrow and leaves the room to the content.
+        plan_id = f"plan-{utcnow():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         row = {
             "plan_id": plan_id,
             "agent_id": agent_id,

@@ -53,7 +53,8 @@ def corpus_merge_plan(context: AssetExecutionContext, engram: EngramStore, neigh
     report, seconds = timed(
         consolidate_corpus, store, agent, dry_run=True, graph=neighbour_graph, run_id=run_id_of(context)
     )
-    meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=("per_cluster",))
+    omit = ("per_cluster", "rejected")  # a plan rejects nothing; the review table shows the clusters
+    meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=omit)
     return MaterializeResult(metadata={**meta, **merge_review(report)})
 
 
@@ -78,7 +79,7 @@ def corpus_merge_apply(
         )
     except (LookupError, ValueError) as exc:  # an unknown, closed or other agent's plan: retrying cannot help
         raise Failure(description=str(exc), allow_retries=False) from exc
-    meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster",))
+    meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster", "expired"))
     return MaterializeResult(metadata={**meta, **merge_review(report)})
 
 

@@ -14,9 +14,9 @@ Applying a discarded or expired plan is refused with :class:`PlanClosed`; nothin
 A rejection is durable and auditable: one ``reject_merge`` audit event per row of the rejected cluster (the
 actor, the run, the plan, the cluster number and the content hash of every row of the cluster as the reviewer
 read it). The planner drops every candidate pair of two rows of one rejected cluster while both rows still
-hold that content (:func:`vetoed_pairs`). The key is the content, not the version: a decay pass re-scores
-(and so re-versions) rows daily, and a re-score does not make two sentences the same fact; an edit of the
-content does, for that row's pairs.
+hold that content (:func:`vetoed_pairs`; compared as exact duplicates are, case and spacing aside). The key
+is the content, not the version: a decay pass re-scores (and so re-versions) rows daily, and a re-score does
+not turn two sentences into one fact; an edit of a row's content lifts the veto on that row's pairs.
 
 >>> sorted(map(sorted, _clique(["c", "m1", "m2"])))
 [['c', 'm1'], ['c', 'm2'], ['m1', 'm2']]

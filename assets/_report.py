@@ -111,22 +111,21 @@ def _jsonable(value: Any) -> Any:
 
 
 # The typed table is what a reviewer reads on the asset page, in a pane about 670 px wide on a 1600 px screen,
-# so the content column must get the room: a plan's table has no outcome and an apply's no reason (each is
-# empty or already reviewed there), and neither has a column of long unbreakable ids but the plan id (what the
-# apply config names). Memory ids and similarities are in the Markdown view (``review``); every judge's reason
-# quotes the cosine too.
+# so the content column must get the room: besides the content, only short columns and the plan id (what the
+# apply config names), which breaks at its hyphens. The judge's reasons and the memory ids are in the Markdown
+# view (``review``); an apply's table shows each row's outcome instead of the similarity reviewed before.
 REVIEW_COLUMNS = {
     c.name: c
     for c in (
         TableColumn("cluster", "int", description="the number to reject it by (apply config: reject)"),
         TableColumn("role", "string", description="canonical (kept) or member (to be superseded by it)"),
         TableColumn("content", "string"),
-        TableColumn("reason", "string", description="why the judge calls it a duplicate of the canonical"),
+        TableColumn("similarity", "float", description="cosine to the canonical (the judge's reason: see review)"),
         TableColumn("outcome", "string", description="merged, rejected, skipped_concurrent_edit, ..."),
         TableColumn("plan_id", "string", description="the plan to apply (apply config: plan_id)"),
     )
 }
-PLAN_TABLE = ("cluster", "role", "content", "reason", "plan_id")
+PLAN_TABLE = ("cluster", "role", "content", "similarity", "plan_id")
 APPLY_TABLE = ("cluster", "role", "content", "outcome", "plan_id")
 
 

@@ -237,8 +237,8 @@ def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> Non
                 table = _review_table(page, plan_page, has_text="canonical")
                 table.screenshot(path=str(plan_shot))
                 _keep(plan_shot)
-                # the table fits the page, and content is its widest column (it had 98 px of 676 here, when
-                # memory ids, similarity and the empty outcome had columns of their own)
+                # the table fits the page, and content is its widest column (250 px of 676 here; 98 px when
+                # memory ids, reasons and the empty outcome had columns of their own)
                 box = table.bounding_box()
                 widths = {h.inner_text().strip(): h.bounding_box()["width"] for h in table.locator("th").all()}
                 print(f"review table at x={box['x']:.0f}, {box['width']:.0f} px wide; columns {widths}")

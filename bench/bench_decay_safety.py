@@ -22,7 +22,6 @@ of the newest evidence turn at that ``now``) and the store's size (visible / tot
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -31,7 +30,6 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from engram_pipeline.dialogues import Question, dialogue_corpus, evidence_recall  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.health import health  # noqa: E402

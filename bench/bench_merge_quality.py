@@ -22,7 +22,6 @@ plan end to end and times both steps. Figures are counts of (canonical, member) 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -34,7 +33,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from calibrate_thresholds import HELD_OUT_FILES, contradiction_set, embed_cached, load  # noqa: E402
 

@@ -44,9 +44,9 @@ import httpx
 import numpy as np
 
 from engram_pipeline.model import rows_to_table, utcnow
-from engram_pipeline.recall import candidates
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.recall import candidates
 from engram_pipeline.store.sql import eq
 
 _WORDS = (

@@ -35,8 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402

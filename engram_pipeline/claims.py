@@ -46,6 +46,14 @@ import re
 from dataclasses import dataclass
 
 from engram_pipeline import utterances
+from engram_pipeline.lexicon import (
+    FUNCTIONAL_RELATIONS,
+    MONTH_ABBREVIATIONS,
+    MONTHS,
+    NUMBER_WORDS,
+    relation_family,
+    words,
+)
 from engram_pipeline.utterances import Sentence, split_sentences
 
 __all__ = [
@@ -59,23 +67,14 @@ __all__ = [
 ]
 
 
-def _words(s: str) -> frozenset[str]:
-    return frozenset(s.split())
-
-
 DETERMINERS = frozenset({"the", "a", "an", "my", "our", "his", "her", "their", "its"})
-STOPWORDS = DETERMINERS | _words(
+STOPWORDS = DETERMINERS | words(
     "is are was were be been being am do does did to of in on at for with by from as and or but so "
     "that this these those it there then than also just very"
 )
-_PRONOUNS = _words("he she it they we you this that these those there here who what which")
-_SUBORDINATORS = _words("when if because although though while after before since unless whether")
-_COUNTS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_COUNTS.split())} | {"twenty": "20", "hundred": "100"}
-_MONTHS = _words(  # not "may": a modal verb far more often than a month in memory text
-    "january february march april june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec"
-)
+_PRONOUNS = words("he she it they we you this that these those there here who what which")
+_SUBORDINATORS = words("when if because although though while after before since unless whether")
+_MONTHS = MONTHS | MONTH_ABBREVIATIONS
 # (pattern, relation, opposite verb?) in match order: longer forms first.
 _VERBS: tuple[tuple[str, str, bool], ...] = (
     (r"(?:lives?|living|resides?|residing) in", "lives_in", False),
@@ -88,8 +87,6 @@ _VERBS: tuple[tuple[str, str, bool], ...] = (
     (r"likes?|liking|loves?|loving|enjoys?|enjoying", "likes", False),
     (r"has|have|owns?", "has", False),
 )
-_FAMILY = {"based_in": "lives_in", "prefers": "likes"}
-_FUNCTIONAL = frozenset({"prefers", "uses", "lives_in", "based_in", "works_at", "is"})
 _MODS = (
     r"(?:(?:does|do|did|is|are|am|was|were|will|would|can|could|should|may|might|must|still|also|now|usually|often|really"
     r"|generally|currently|mostly|strongly|only|just|always|never|not|no longer)\s+)*"
@@ -159,7 +156,7 @@ def normalise_value(s: str) -> str:
 def content_tokens(s: str) -> frozenset[str]:
     """Lowercase words of ``s`` minus a small stopword list (negations and numbers are kept)."""
     words = (w.rstrip(".-'/:") for w in _TOKEN.findall(_expand(s)))
-    return frozenset(_NUMBER_WORDS.get(w, w) for w in words if w and w not in STOPWORDS)
+    return frozenset(NUMBER_WORDS.get(w, w) for w in words if w and w not in STOPWORDS)
 
 
 def _normalise_subject(s: str) -> str:
@@ -260,7 +257,7 @@ def _nested(x: frozenset[str], y: frozenset[str]) -> bool:
 
 
 # Words that qualify how much or how sure, not what: "dark mode in *every* editor" = "in *all* editors".
-_FILLERS = frozenset(_words("every all each any whole so very really honestly definitely always pretty quite"))
+_FILLERS = frozenset(words("every all each any whole so very really honestly definitely always pretty quite"))
 
 
 def same_value(a: str, b: str) -> bool:
@@ -280,7 +277,7 @@ def same_value(a: str, b: str) -> bool:
 
 
 def _family(relation: str) -> str:
-    return _FAMILY.get(relation, relation)
+    return relation_family(relation)
 
 
 def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
@@ -310,7 +307,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     if nums_a and nums_b and nums_a != nums_b and _nested(words_a, words_b):
         reason = f"quantity: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
         return Contradiction("quantity", reason, subject)
-    if ca.relation not in _FUNCTIONAL or cb.relation not in _FUNCTIONAL or _nested(words_a, words_b):
+    if ca.relation not in FUNCTIONAL_RELATIONS or cb.relation not in FUNCTIONAL_RELATIONS or _nested(words_a, words_b):
         return None
     if max(len(words_a | nums_a), len(words_b | nums_b)) > _MAX_VALUE_TOKENS:
         return None  # a long description, not a value: rewordings of it are not swaps

@@ -12,7 +12,7 @@ Everything is generated from a seed, so a corpus is the same on every machine an
 The time-safety test (``tests/lib/test_time_safety.py``) and ``bench/bench_decay_safety.py`` import it,
 run the pipeline at later times and measure whether the questions still find their evidence.
 
->>> corpus = dialogue_corpus(agents=1, sessions=2, turns_per_session=10)
+>>> corpus = dialogue_corpus(agents=1, sessions=4, turns_per_session=10)
 >>> corpus.turns[0]["agent_id"], corpus.questions[0].kind in ("once", "restated", "changed")
 ('kim', True)
 """

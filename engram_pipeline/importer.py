@@ -30,35 +30,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from engram_pipeline.model import STATUSES, Memory
+from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUMNS, STATUSES, Memory
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
+from engram_pipeline.store.rows import INPUT_FIELDS
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-# Fields a caller may give (passed to ``MemoryStore.new_row``).
-INPUT_FIELDS = frozenset(
-    {
-        "agent_id", "content", "id", "tier", "kind", "tags", "source", "outcome", "pinned", "created_at",
-        "last_accessed_at", "access_count", "confidence", "importance", "metadata", "ttl_s",
-    }
-)  # fmt: skip
-# Store-managed fields an export carries; import restores them as they were.
-STORE_FIELDS = frozenset(
-    {
-        "status", "superseded_by", "contradiction_with", "version", "updated_at", "decayed_at", "expires_at",
-        "reinforcement_count", "importance_factors",
-    }
-)  # fmt: skip
-# Export column order: the input fields first, then the store's.
-EXPORT_COLUMNS = (
-    "id", "agent_id", "tier", "kind", "content", "tags", "source", "outcome", "importance", "confidence",
-    "access_count", "reinforcement_count", "pinned", "status", "superseded_by", "contradiction_with",
-    "created_at", "updated_at", "last_accessed_at", "decayed_at", "expires_at", "version", "metadata",
-    "importance_factors",
-)  # fmt: skip
-_TIME_FIELDS = ("created_at", "last_accessed_at", "updated_at", "decayed_at", "expires_at")
+# Fields a caller may give: those of ``MemoryStore.new_row`` (INPUT_FIELDS). Store-managed fields an export
+# carries, which import restores as they were: every other column but the content hash (the store derives it)
+# and the internal ones.
+STORE_FIELDS = frozenset(MEMORY_COLUMNS) - INPUT_FIELDS - {"content_hash", *INTERNAL_COLUMNS}
+# Export column order: the table's, with ``importance_factors`` last (where exports have always put it).
+EXPORT_COLUMNS = (*(c for c in SERVED_COLUMNS if c not in ("content_hash", "importance_factors")), "importance_factors")
 
 Progress = Callable[[int], None]
 
@@ -104,8 +89,11 @@ def import_jsonl(
     (``store.insert_rows``). ``progress(n)`` is called with the number of lines each batch consumed.
     See the module docstring for how bad lines, duplicates and store-managed fields are handled.
 
-    >>> report = import_jsonl(store, ['{"agent_id": "a", "content": "User lives in Berlin"}'])  # doctest: +SKIP
-    >>> report.created, report.errors  # doctest: +SKIP
+    >>> from engram_pipeline.settings import Settings
+    >>> from engram_pipeline.store import MemoryStore
+    >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
+    >>> report = import_jsonl(store, ['{"agent_id": "a", "content": "User lives in Berlin"}'])
+    >>> report.created, report.errors
     (1, ())
     """
     if batch_size < 1:
@@ -194,7 +182,7 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
             seen_hash.add(row["content_hash"])
             fresh.append((n, row))
     # Against the store, in two batched reads: content already there, and ids taken by other content.
-    hashes = _existing_hashes(store, [r["content_hash"] for _, r in fresh])
+    hashes = store.existing_hashes([r["content_hash"] for _, r in fresh])
     taken = {
         r["id"]: r["content_hash"] for r in store.get_many([r["id"] for _, r in fresh], columns=["id", "content_hash"])
     }
@@ -208,17 +196,6 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
         out.append(row)
     errors.sort(key=lambda e: e.line)
     return out, len(rows) - len(out), errors
-
-
-def _existing_hashes(store: MemoryStore, hashes: list[str]) -> set[str]:
-    from engram_pipeline.store.sql import in_list
-
-    found: set[str] = set()
-    for start in range(0, len(hashes), 1000):
-        chunk = hashes[start : start + 1000]
-        table = store.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"]).limit(None)
-        found.update(table.to_arrow()["content_hash"].to_pylist())
-    return found
 
 
 def _parse(item: Any) -> dict[str, Any]:

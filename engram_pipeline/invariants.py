@@ -30,12 +30,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from engram_pipeline.lifecycle.retention import SEED, holders
 from engram_pipeline.model import utcnow
-from engram_pipeline.store.records import HIDING_ACTIONS
-from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.audit import HIDING_ACTIONS
+from engram_pipeline.store.sql import in_list, lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -83,17 +81,16 @@ def _present(store: MemoryStore, ids: Iterable[str]) -> set[str]:
 
 def _hiding_events(store: MemoryStore, agent_id: str, ids: Iterable[str] | None = None) -> dict[str, set[str]]:
     """``{memory_id: {actions}}`` of the audit events that took a row out of recall with a pre-image."""
-    where = f"{eq('agent_id', agent_id)} AND action IN {in_list(HIDING_ACTIONS)} AND before IS NOT NULL"
-    ids = None if ids is None else list(ids)
-    if ids is not None and not ids:
-        return {}
-    chunks = [None] if ids is None else [ids[i : i + 1000] for i in range(0, len(ids), 1000)]
+    table = store.audit_for_agent(
+        agent_id,
+        actions=HIDING_ACTIONS,
+        memory_ids=None if ids is None else list(ids),
+        where="before IS NOT NULL",
+        columns=["memory_id", "action"],
+    )
     out: dict[str, set[str]] = {}
-    for chunk in chunks:
-        cond = where if chunk is None else f"{where} AND memory_id IN {in_list(chunk)}"
-        table: pa.Table = store.audit.search().where(cond).select(["memory_id", "action"]).limit(None).to_arrow()
-        for mid, action in zip(table["memory_id"].to_pylist(), table["action"].to_pylist(), strict=True):
-            out.setdefault(mid, set()).add(action)
+    for mid, action in zip(table["memory_id"].to_pylist(), table["action"].to_pylist(), strict=True):
+        out.setdefault(mid, set()).add(action)
     return out
 
 
@@ -142,7 +139,7 @@ def hidden_rows_have_audit_pre_image(store: MemoryStore, agent_id: str) -> Invar
     hidden = _rows(
         store, agent_id, ["id", "status"], "status IN ('archived', 'superseded') OR superseded_by IS NOT NULL"
     )
-    audited = store.audit.search().where(eq("agent_id", agent_id)).select(["memory_id"]).limit(None).to_arrow()
+    audited = store.audit_for_agent(agent_id, columns=["memory_id"])
     ever = set(audited["memory_id"].to_pylist())
     gone = ever - _present(store, ever) if ever else set()
     events = _hiding_events(store, agent_id)
@@ -174,8 +171,7 @@ def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantR
     if store.settings.retention_policy == SEED:
         return _result(name, agent_id, 0, [], policy=SEED)
     conds = " OR ".join(f"(action = {lit(a)} AND actor IN {in_list(actors)})" for a, actors in RETENTION_ACTORS.items())
-    events = store.audit.search().where(f"{eq('agent_id', agent_id)} AND ({conds})")
-    table = events.select(["memory_id", "action"]).limit(None).to_arrow()
+    table = store.audit_for_agent(agent_id, where=conds, columns=["memory_id", "action"])
     archived = {
         m for m, a in zip(table["memory_id"].to_pylist(), table["action"].to_pylist(), strict=True) if a == "archive"
     }

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engram_pipeline.claims import _FAMILY, _stem, content_tokens, normalise_value, parse_claims
+from engram_pipeline.claims import _stem, content_tokens, normalise_value, parse_claims
+from engram_pipeline.lexicon import relation_family
 from engram_pipeline.merge_guard import conflict, merge_decision
 from engram_pipeline.settings import Settings
 
@@ -175,7 +176,7 @@ def _claim_keys(text: str) -> frozenset[tuple[Any, ...]]:
     keys: set[tuple[Any, ...]] = set()
     for c in parse_claims(text):
         subject, value = (frozenset(_stem(t) for t in content_tokens(x) if t != "user's") for x in (c.subject, c.value))
-        relation = _FAMILY.get(c.relation, c.relation)
+        relation = relation_family(c.relation)
         if relation == "is":
             keys.add((relation, frozenset((subject, value)), c.negated))
         else:

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from engram_pipeline.claims import content_tokens, detect_contradiction
+from engram_pipeline.lexicon import MONTHS, NUMBER_WORDS, WEEKDAYS, words
 from engram_pipeline.settings import Settings
 
 # Share of the smaller side's content tokens the other side must contain. At the shipped merge thresholds
@@ -41,46 +42,19 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
 
 
-def _set(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
-_NEGATIONS = _set("not no never none nobody nothing neither nor nowhere cannot without")
+_NEGATIONS = words("not no never none nobody nothing neither nor nowhere cannot without")
 # "one" is left out: "One man is singing" and "A man is singing" say the same thing
-_NUMBER_WORDS = {
-    word: str(i)
-    for i, word in enumerate(
-        ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
-        + ("twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
-    )
-    if word != "one"
-} | {
-    "thirty": "30",
-    "forty": "40",
-    "fifty": "50",
-    "sixty": "60",
-    "seventy": "70",
-    "eighty": "80",
-    "ninety": "90",
-    "hundred": "100",
-    "thousand": "1000",
-    "million": "1000000",
-    "billion": "1000000000",
-    "dozen": "12",
-}
-_CALENDAR = _set(
-    "january february march april june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday"
-)
+_NUMBER_WORDS = {w: n for w, n in NUMBER_WORDS.items() if w != "one"}
+_CALENDAR = MONTHS | WEEKDAYS
 # Closed classes whose members exclude each other: both texts naming one, but a different one, is a
 # different fact ("a red car" / "a blue car", "a man" / "a woman").
 _CLASSES = {
-    "colours": _set("black white red blue green yellow grey gray brown pink purple orange silver gold"),
-    "genders": _set("man men woman women boy boys girl girls male female"),
+    "colours": words("black white red blue green yellow grey gray brown pink purple orange silver gold"),
+    "genders": words("man men woman women boy boys girl girls male female"),
 }
 _ANTONYMS = {
     frozenset(pair.split("/"))
-    for pair in _set(
+    for pair in words(
         "positive/negative higher/lower up/down rise/fall rises/falls rising/falling gain/loss gains/losses "
         "win/lose wins/loses won/lost open/closed opens/closes true/false increase/decrease "
         "increases/decreases before/after above/below inside/outside more/less most/least first/last "

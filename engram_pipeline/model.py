@@ -1,8 +1,11 @@
 """The memory record: statuses, kinds, and the Arrow schemas every table is created from.
 
-The Arrow schema returned by :func:`memory_schema` is the single source of truth for a memory's columns;
-records travel through the library as plain dicts keyed by those column names (``Memory`` is that dict).
-:func:`row_to_json` / :func:`row_from_json` turn a row into the audit pre-image and back, losslessly.
+The Arrow schema returned by :func:`memory_schema` is the single source of truth for a memory's columns, and
+:class:`MemoryRecord` is the same record as a type (``tests/lib/test_model.py`` holds the two together). The
+column lists elsewhere (:data:`MEMORY_COLUMNS`, :data:`SERVED_COLUMNS`, the importer's fields, the API model)
+are derived from them. Records travel through the library as plain dicts keyed by those column names
+(``Memory``: a whole record or a selection of its columns). :func:`row_to_json` / :func:`row_from_json` turn a
+row into the audit pre-image and back, losslessly.
 """
 
 from __future__ import annotations
@@ -11,20 +14,29 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 import numpy as np
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
-TIERS = ("stm", "ltm")
-KINDS = ("episodic", "semantic", "procedural", "schema")
-SOURCES = ("user", "agent", "tool", "derived", "inferred")
-OUTCOMES = ("success", "failure")
-STATUSES = ("active", "stale", "contradicted", "superseded", "archived")
-LINK_RELS = ("duplicate-of", "contradicts", "derived-from", "supersedes")
+Tier = Literal["stm", "ltm"]
+Kind = Literal["episodic", "semantic", "procedural", "schema"]
+Source = Literal["user", "agent", "tool", "derived", "inferred"]
+Outcome = Literal["success", "failure"]
+Status = Literal["active", "stale", "contradicted", "superseded", "archived"]
+PlanStatus = Literal["pending", "applied", "discarded", "expired"]
+LinkRel = Literal["duplicate-of", "contradicts", "derived-from", "supersedes"]
+
+TIERS: tuple[Tier, ...] = get_args(Tier)
+KINDS: tuple[Kind, ...] = get_args(Kind)
+SOURCES: tuple[Source, ...] = get_args(Source)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+STATUSES: tuple[Status, ...] = get_args(Status)
+LINK_RELS: tuple[LinkRel, ...] = get_args(LinkRel)
 
 # Initial confidence by provenance (issue 4); anything else starts at 0.5.
 SOURCE_CONFIDENCE = {"user": 0.9, "tool": 0.8, "agent": 0.72, "derived": 0.5, "inferred": 0.4}
@@ -32,6 +44,47 @@ SOURCE_CONFIDENCE = {"user": 0.9, "tool": 0.8, "agent": 0.72, "derived": 0.5, "i
 TS = pa.timestamp("us", tz="UTC")
 
 Memory = dict[str, Any]
+
+
+class MemoryRecord(TypedDict):
+    """One row of ``memories`` as a read returns it; the keys are :func:`memory_schema`'s columns, in order."""
+
+    id: str
+    agent_id: str
+    tier: Tier
+    kind: Kind
+    content: str
+    content_hash: str
+    vector: NotRequired[list[float] | None]  # absent in a new row until it is embedded
+    tags: list[str]
+    source: Source | None
+    outcome: Outcome | None
+    importance: float | None
+    importance_factors: str | None  # JSON
+    confidence: float | None
+    access_count: int | None
+    reinforcement_count: int | None
+    pinned: bool | None
+    status: Status
+    superseded_by: str | None
+    contradiction_with: list[str]
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_accessed_at: datetime | None
+    decayed_at: datetime | None
+    expires_at: datetime | None
+    version: int
+    write_token: str | None  # the compare-and-set batch that last wrote the row
+    metadata: str | None  # JSON
+
+
+MEMORY_COLUMNS: tuple[str, ...] = tuple(MemoryRecord.__annotations__)
+# Columns only the store reads: the embedding (clients send and receive it separately) and the CAS token.
+INTERNAL_COLUMNS = ("vector", "write_token")
+# What a client sees of a memory.
+SERVED_COLUMNS: tuple[str, ...] = tuple(c for c in MEMORY_COLUMNS if c not in INTERNAL_COLUMNS)
+# Columns holding JSON text that shells decode into objects.
+JSON_COLUMNS = ("importance_factors", "metadata")
 
 
 def memory_schema(dim: int) -> pa.Schema:
@@ -104,7 +157,7 @@ PLAN_SCHEMA = pa.schema(
         pa.field("plan_id", pa.string()),
         pa.field("agent_id", pa.string()),
         pa.field("kind", pa.string()),  # "corpus_merge"
-        pa.field("status", pa.string()),  # "pending" | "applied" | "discarded" | "expired"
+        pa.field("status", pa.string()),  # a PlanStatus
         pa.field("created_at", TS),
         pa.field("applied_at", TS),
         pa.field("run_id", pa.string()),
@@ -207,21 +260,53 @@ def row_from_json(text: str, schema: pa.Schema) -> Memory:
     return rows_to_table([data], schema).to_pylist()[0]
 
 
-# Tiers by confidence, for health and recall filters: name -> (low, high, high inclusive).
-# hot > 0.85, warm 0.70-0.85, cold 0.40-0.70, archive < 0.40.
-CONFIDENCE_TIERS: dict[str, tuple[float, float, bool]] = {
-    "hot": (0.85 + 1e-12, 1.0, True),
-    "warm": (0.70, 0.85, True),
-    "cold": (0.40, 0.70, False),
-    "archive": (0.0, 0.40, False),
-}
+# Tiers by confidence, for health and recall filters, best first: (name, floor, floor included). A confidence
+# is in the first tier whose floor it reaches: hot > 0.85, warm 0.70-0.85, cold 0.40-0.70, archive < 0.40.
+TIER_FLOORS: tuple[tuple[str, float, bool], ...] = (
+    ("hot", 0.85, False),
+    ("warm", 0.70, True),
+    ("cold", 0.40, True),
+    ("archive", 0.0, True),
+)
+
+
+@dataclass(frozen=True)
+class TierRange:
+    """One tier's confidence interval, derived from ``TIER_FLOORS``."""
+
+    low: float
+    low_inclusive: bool
+    high: float
+    high_inclusive: bool
+
+    def sql(self, column: str = "confidence") -> str:
+        """The tier as a SQL predicate on ``column``.
+
+        >>> CONFIDENCE_TIERS["warm"].sql()
+        '(confidence >= 0.7 AND confidence <= 0.85)'
+        """
+        lo, hi = (">=" if self.low_inclusive else ">"), ("<=" if self.high_inclusive else "<")
+        return f"({column} {lo} {self.low!r} AND {column} {hi} {self.high!r})"
+
+
+def _tier_ranges() -> dict[str, TierRange]:
+    ranges, high, high_inclusive = {}, 1.0, True
+    for name, floor, included in TIER_FLOORS:
+        ranges[name] = TierRange(floor, included, high, high_inclusive)
+        high, high_inclusive = floor, not included
+    return ranges
+
+
+CONFIDENCE_TIERS: dict[str, TierRange] = _tier_ranges()
 
 
 def confidence_tier(confidence: float) -> str:
-    if confidence > 0.85:
-        return "hot"
-    if confidence >= 0.70:
-        return "warm"
-    if confidence >= 0.40:
-        return "cold"
-    return "archive"
+    """The tier a confidence falls in.
+
+    >>> [confidence_tier(c) for c in (0.9, 0.85, 0.4, 0.39)]
+    ['hot', 'warm', 'cold', 'archive']
+    """
+    for name, floor, included in TIER_FLOORS:
+        if confidence > floor or (included and confidence == floor):
+            return name
+    return TIER_FLOORS[-1][0]

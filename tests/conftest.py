@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 # Under CI the property tests run the same examples every time (a failure reproduces; exploration happens
 # in development runs, where examples are random).
 hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)

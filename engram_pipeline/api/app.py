@@ -2,7 +2,7 @@
 
 >>> from engram_pipeline.settings import Settings
 >>> app = create_app(settings=Settings(embedder="hashing", db_uri="memory://"))
->>> sorted(r.path for r in app.routes if r.path.startswith("/v1/memories"))[:2]
+>>> sorted(p for p in app.openapi()["paths"] if p.startswith("/v1/memories"))[:2]
 ['/v1/memories', '/v1/memories/recall']
 
 Run it with :func:`serve` (``engram serve``), or ``python -m engram_pipeline.api --port 8080``, or

@@ -16,8 +16,8 @@ With no keys configured the API trusts loopback callers only (the ``local`` call
 refuses to bind to anything else (see :func:`check_bind`).
 
 >>> keys = parse_keys("bot:t1:alice,bob;ops:t2:*")
->>> [(k.name, k.agents, k.admin) for k in keys]
-[('bot', frozenset({'alice', 'bob'}), False), ('ops', frozenset(), True)]
+>>> [(k.name, sorted(k.agents), k.admin) for k in keys]
+[('bot', ['alice', 'bob'], False), ('ops', [], True)]
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class ApiState:
         with self._warming:
             if not self.ready:
                 self.store.embedder.embed(["warm up"])
-                self.store.memories.count_rows()
+                self.store.count()
                 self.ready = True
 
 

@@ -29,6 +29,7 @@ from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline.api.models import MemoryOut
 from engram_pipeline.api.passes import PassUnavailable, as_json, health_json, lifecycle
+from engram_pipeline.model import Kind
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import (
     InvalidInput,
@@ -42,7 +43,6 @@ from engram_pipeline.store import (
 )
 from engram_pipeline.store.validation import check_id
 
-Kind = Literal["episodic", "semantic", "procedural", "schema"]
 Tier = Literal["hot", "warm", "cold", "archive"]
 
 

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from engram_pipeline.model import Memory
+from engram_pipeline.model import Kind, Memory, Outcome, Source, Tier
+from engram_pipeline.store.results import RememberOutcome
 
 # The limits are the store's (one place: engram_pipeline.store.validation); the models repeat them only so that
 # the OpenAPI schema shows them. What the models let through, the store still checks before writing.
@@ -42,9 +43,6 @@ Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_storable)
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_storable)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
-Kind = Literal["episodic", "semantic", "procedural", "schema"]
-Source = Literal["user", "agent", "tool", "derived", "inferred"]
-Outcome = Literal["success", "failure"]
 ConfidenceTier = Literal["hot", "warm", "cold", "archive"]
 
 
@@ -56,7 +54,7 @@ class Request(BaseModel):
 class RememberRequest(Request):
     agent_id: Id
     content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
-    tier: Literal["stm", "ltm", "auto"] = "auto"
+    tier: Tier | Literal["auto"] = "auto"
     kind: Kind = "semantic"
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
     source: Source = "agent"
@@ -79,7 +77,7 @@ class UpdateRequest(Request):
     confidence: Unit | None = None
     pinned: bool | None = None
     kind: Kind | None = None
-    tier: Literal["stm", "ltm"] | None = None
+    tier: Tier | None = None
     outcome: Outcome | None = Field(default=None, description="null clears the outcome")
     source: Source | None = None
     metadata: dict[str, Any] | None = Field(default=None, description="replaces the whole metadata object")
@@ -184,7 +182,7 @@ def _json_object(raw: str | None) -> dict[str, Any] | None:
 
 class RememberResponse(BaseModel):
     memory: MemoryOut
-    outcome: Literal["created", "exact_duplicate", "semantic_duplicate"]
+    outcome: RememberOutcome
     score: float | None = Field(description="similarity to the matched row of a semantic duplicate")
     contradictions: list[dict[str, Any]]
 

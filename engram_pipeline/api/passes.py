@@ -12,6 +12,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
+from engram_pipeline.model import CONFIDENCE_TIERS
 from engram_pipeline.reporting import report_view
 
 
@@ -51,9 +52,6 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-TIERS = ("hot", "warm", "cold", "archive")
-
-
 def health_json(report: Any) -> dict[str, Any]:
     """The health report, plus the names clients of the memory server this project descends from read:
     ``overall_score``, ``tier_distribution`` (hot, warm, cold, archive), ``contradiction_count`` (the existing
@@ -61,7 +59,7 @@ def health_json(report: Any) -> dict[str, Any]:
     data = as_json(report)
     tiers = data.get("tiers") or {}
     data["overall_score"] = data.get("score")
-    data["tier_distribution"] = {t: int(tiers.get(t, 0)) for t in TIERS}
+    data["tier_distribution"] = {t: int(tiers.get(t, 0)) for t in CONFIDENCE_TIERS}
     data["contradiction_count"] = data.get("active_contradictions", 0)
     return data
 

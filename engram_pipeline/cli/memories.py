@@ -265,20 +265,14 @@ def delete(
 
 def agents(ctx: typer.Context) -> None:
     """Every agent with its memory counts by status."""
-    import polars as pl
-
-    st = state(ctx)
-    table = st.store.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
     from engram_pipeline.model import STATUSES
 
-    counts: dict[str, dict[str, Any]] = {}
-    for agent_id, status, n in frame.group_by(["agent_id", "status"]).len().iter_rows():
-        row = counts.setdefault(agent_id, {"agent_id": agent_id, "memories": 0, **dict.fromkeys(STATUSES, 0)})
-        row[status] = n
-        row["memories"] += n
-    rows = [counts[a] for a in sorted(counts)]
+    st = state(ctx)
+    counts = st.store.counts_by_status()
+    rows = [
+        {"agent_id": a, "memories": sum(counts[a].values()), **{s: counts[a].get(s, 0) for s in STATUSES}}
+        for a in sorted(counts)
+    ]
     if st.json:
         emit_json(rows)
     else:

@@ -32,6 +32,7 @@ __all__ = [
     "l2_normalise",
     "load_profile",
     "load_profile_document",
+    "threshold_table",
 ]
 
 
@@ -60,3 +61,21 @@ def get_embedder(settings: Settings) -> Embedder:
     raise SettingsError(
         f"ENGRAM_EMBEDDER={settings.embedder!r}: unknown embedder; choose one of {', '.join(EMBEDDERS)}"
     )
+
+
+def threshold_table() -> str:
+    """The README's threshold table, generated from the shipped profiles (tests/docs checks the README has it).
+
+    >>> threshold_table().splitlines()[0]
+    '| profile | duplicate | merge band from | contradiction band | calibration |'
+    """
+    lines = ["| profile | duplicate | merge band from | contradiction band | calibration |", "|---|---|---|---|---|"]
+    for kind in ("minilm", "hashing", "openai"):
+        doc = load_profile_document(kind)
+        t = load_profile(kind)
+        source = (
+            "STS 2014-2015, held out 2016" if "calibrated_by" in doc else "not calibrated here: DESIGN.md's defaults"
+        )
+        band = f"[{t['contradiction_threshold']:g}, {t['contradiction_threshold_max']:g})"
+        lines.append(f"| {kind} | {t['duplicate_threshold']:g} | {t['merge_threshold']:g} | {band} | {source} |")
+    return "\n".join(lines)

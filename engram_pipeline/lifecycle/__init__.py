@@ -1,8 +1,13 @@
 """The lifecycle passes: one module per mechanism, each a function over a store and one agent that returns a
 frozen report, writes through the batched compare-and-set, resumes from its cursor and is idempotent.
 
->>> from engram_pipeline.lifecycle import decay_importance, consolidate_corpus  # doctest: +SKIP
->>> report = decay_importance(store, "alice")                                      # doctest: +SKIP
+>>> from engram_pipeline.settings import Settings
+>>> from engram_pipeline.store import MemoryStore
+>>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
+>>> _ = store.remember("alice", "User lives in Berlin")
+>>> from engram_pipeline.lifecycle import decay_importance
+>>> decay_importance(store, "alice").pruned
+0
 """
 
 from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, decay_confidence

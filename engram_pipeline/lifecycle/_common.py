@@ -100,7 +100,7 @@ class PassCursor:
             "done": False,
             "batches": 0,
             "resumed": 0,
-            "memories_version": store.memories.version,
+            "memories_version": store.memories_version(),
         }
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
@@ -138,7 +138,7 @@ class PassCursor:
         """Record that every id up to ``last_id`` is done (call after the batch's commit)."""
         self.state["after"] = last_id
         self.state["batches"] = int(self.state.get("batches", 0)) + 1
-        self.state["memories_version"] = self.store.memories.version
+        self.state["memories_version"] = self.store.memories_version()
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import Claim, same_value
+from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
 from engram_pipeline.lifecycle.confidence import VISIBLE
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 ACTOR = "consolidation"
-FUNCTIONAL = frozenset({"lives_in", "based_in", "works_at", "prefers", "uses", "is"})
+FUNCTIONAL = FUNCTIONAL_RELATIONS
 _PHRASES = {
     "lives_in": ("lives in", "does not live in"),
     "based_in": ("is based in", "is not based in"),

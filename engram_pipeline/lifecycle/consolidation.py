@@ -19,9 +19,9 @@ No stage needs a language model; ``extractor`` is the hook for one (see
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
->>> for _ in range(2):
-...     _ = store.remember("a", "User lives in Berlin", kind="episodic", metadata={"n": _}, memory_id=f"e{_}")
->>> consolidate(store, "a", scope="full").episodes_scanned  # doctest: +SKIP
+>>> for n, text in enumerate(["User lives in Berlin", "User ran the deploy script and it failed"]):
+...     _ = store.remember("a", text, kind="episodic", memory_id=f"e{n}")
+>>> consolidate(store, "a", scope="full").episodes_scanned
 2
 """
 

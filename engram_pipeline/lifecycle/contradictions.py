@@ -31,9 +31,10 @@ import pyarrow as pa
 
 from engram_pipeline.claims import detect_contradiction
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
-from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
+from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import CONTRADICTION_POLICIES, Settings, SettingsError
+from engram_pipeline.similarity.bands import contradiction_bands, filter_bands
 from engram_pipeline.store.write_path import mark_contradicted_many, mark_superseded_many
 
 if TYPE_CHECKING:
@@ -178,10 +179,7 @@ def _candidate_band(graph: pa.Table, settings: Settings) -> pa.Table:
     """Pairs in ``[contradiction_threshold, contradiction_threshold_max)``, plus the pairs at or above the
     duplicate threshold: they are still visible side by side only because a veto kept them apart, and a
     contradiction there must be recorded like any other."""
-    lo, hi, dup = settings.contradiction_threshold, settings.contradiction_threshold_max, settings.duplicate_threshold
-    if dup >= hi:
-        return pa.concat_tables([band(graph, lo, hi), band(graph, max(lo, dup))])
-    return band(graph, lo, hi)
+    return filter_bands(graph, contradiction_bands(settings))
 
 
 def _ordered_pairs(pairs: pa.Table) -> pl.DataFrame:

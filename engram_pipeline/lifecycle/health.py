@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, utcnow
+from engram_pipeline.similarity.bands import filter_bands, merge_band
 from engram_pipeline.store.access_log import overlay_pending
 
 if TYPE_CHECKING:
@@ -162,8 +163,7 @@ def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph:
 
         graph = default_graph(store, agent_id, floor=store.settings.merge_threshold)
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
-    # No upper bound: a pair at or above the duplicate threshold that a write let through is a duplicate too.
-    band = table.filter(pc.greater_equal(table["score"], store.settings.merge_threshold))
+    band = filter_bands(table, merge_band(store.settings))
     ends = set(band["src_id"].to_pylist()) | set(band["dst_id"].to_pylist())
     return ends & visible, "graph"
 

@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, delete_rechecked
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
+from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.sql import eq
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -107,7 +106,7 @@ def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame) -> pl.DataFrame:
     wanted = df.filter(pl.col("eligible") & pl.col("duplicate_of").is_null())
     ranked = wanted.sort(["importance", "id"], descending=[True, False])["id"].to_list()
     if settings.ltm_quota > 0:
-        used = store.memories.count_rows(f"{eq('agent_id', agent_id)} AND {VISIBLE_LTM}")
+        used = store.count(agent_id, where=VISIBLE_LTM)
         ranked = ranked[: max(0, settings.ltm_quota - used)]
     chosen = pl.col("id").is_in(ranked)
     action = (
@@ -131,21 +130,13 @@ def _ltm_duplicates(store: MemoryStore, agent_id: str, ids: list[str]) -> tuple[
     rows = [r for r in store.get_many(ids, columns=["id", "vector"]) if r["vector"] is not None]
     if not rows:
         return {}, {}
-    hits = (
-        store.memories.search([r["vector"] for r in rows])
-        .metric("cosine")
-        .where(f"{eq('agent_id', agent_id)} AND {VISIBLE_LTM}", prefilter=True)
-        .select(["id", "_distance"])
-        .limit(1)
-        .to_arrow()
-        .to_pylist()
-    )
+    hits = store.nearest(agent_id, [r["vector"] for r in rows], where=VISIBLE_LTM, k=1)
     dup_id: dict[str, str] = {}
     dup_score: dict[str, float] = {}
     for hit in hits:
         score = 1.0 - float(hit["_distance"])
         if score >= store.settings.duplicate_threshold:
-            src = rows[int(hit.get("query_index", 0))]["id"]  # absent when there is one query
+            src = rows[int(hit["query_index"])]["id"]
             dup_id[src], dup_score[src] = hit["id"], score
     return dup_id, dup_score
 
@@ -242,11 +233,5 @@ def _apply_batch(
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:
     """Re-read rows (dicts) as a frame of :data:`COLUMNS` with the table's types."""
-    ts = pl.Datetime("us", "UTC")
-    schema: dict[str, Any] = {
-        "id": pl.String, "version": pl.Int64, "tier": pl.String, "content": pl.String,
-        "tags": pl.List(pl.String), "pinned": pl.Boolean, "access_count": pl.Int64, "created_at": ts,
-        "last_accessed_at": ts, "expires_at": ts, "status": pl.String, "superseded_by": pl.String,
-        "metadata": pl.String,
-    }  # fmt: skip
+    schema = polars_schema(COLUMNS)
     return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=schema, orient="row")

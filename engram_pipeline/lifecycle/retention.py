@@ -13,7 +13,7 @@ A lifecycle engine exists to make memory better; age and neglect alone must not 
       itself derived (a belief a schema summarises stays, so evidence is one hop from a hit). Archival
       and confidence decay may *archive* such a row once its confidence falls below the archive floor; it
       stays in the table and recall returns it as the evidence of the derived hit (see
-      :func:`engram_pipeline.recall.recall`, ``evidence``).
+      :func:`engram_pipeline.store.recall.recall`, ``evidence``).
 
     Everything else only loses rank and tier as it ages: importance decays (``stale`` rows stay recalled),
     confidence decays (tiers and ``min_confidence`` filters see it), but the row stays visible. STM rows with

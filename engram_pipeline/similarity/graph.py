@@ -41,8 +41,9 @@ Example
 -------
 >>> import numpy as np
 >>> v = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
->>> neighbour_graph(["a", "b", "c"], v, floor=0.9).to_pylist()  # doctest: +SKIP
-[{'src_id': 'a', 'dst_id': 'b', 'score': 0.99...}]
+>>> edges = neighbour_graph(["a", "b", "c"], v, floor=0.9).to_pylist()
+>>> [(e["src_id"], e["dst_id"], round(e["score"], 2)) for e in edges]
+[('a', 'b', 0.99)]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The memory store on LanceDB: tables, compare-and-set writes, links, audit, restore, cursors, maintenance."""
 
 from engram_pipeline.store.cas import CasResult
-from engram_pipeline.store.core import MemoryStore, RememberResult
+from engram_pipeline.store.core import MemoryStore
 from engram_pipeline.store.errors import (
     EmbedderMismatch,
     InvalidInput,
@@ -15,6 +15,7 @@ from engram_pipeline.store.errors import (
     UnknownAgent,
     VersionConflict,
 )
+from engram_pipeline.store.results import RememberResult
 
 __all__ = [
     "CasResult",

@@ -10,7 +10,7 @@ append, never touching ``memories``), and folded in by the passes that read acce
    over the same entries conflict on that commit; the loser re-runs it and finds them claimed, so no entry
    is applied twice.
 2. **apply**: the claimed entries, summed per ``(id, version)``, go through
-   :meth:`~engram_pipeline.store.edits.EditsMixin.record_access`: one commit per distinct count (a handful),
+   :func:`~engram_pipeline.store.edits.record_access`: one commit per distinct count (a handful),
    version-checked (an entry for a version that moved is dropped, exactly as inline bookkeeping racing an
    edit would be) and never bumping ``version``. ``last_accessed_at`` becomes the latest read of the entries
    that share a count, so it is exact to within one fold interval.
@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.maintenance import optimize_table
 from engram_pipeline.store.sql import eq, in_list, lit
 
 if TYPE_CHECKING:
@@ -58,13 +59,13 @@ class AccessFold:
     reindexed: bool  # whether the fold refreshed the vector index
 
 
-class AccessLogMixin:
-    """``log_access``, ``pending_access`` and ``fold_access``; mixed into :class:`MemoryStore`."""
+class AccessLog:
+    """The ``access_log`` table: appends of reads, and the summed view of what is not folded yet."""
 
-    access_log: Any
-    memories: Any
+    def __init__(self, table: Any) -> None:
+        self.table = table
 
-    def log_access(self, rows: Sequence[Memory], *, times: int | Sequence[int] = 1, at: datetime | None = None) -> None:
+    def log(self, rows: Sequence[Memory], *, times: int | Sequence[int] = 1, at: datetime | None = None) -> None:
         """Count a read of each row (``id``, ``agent_id``, ``version`` as read) in one append to the log.
 
         ``times`` is one count for every row or one per row (a deferred recorder folds many reads into one
@@ -81,9 +82,9 @@ class AccessLogMixin:
             for r, n in zip(rows, counts, strict=True)
         ]
         table = rows_to_table(entries, ACCESS_LOG_SCHEMA)
-        _with_retry(lambda: self.access_log.add(table))
+        _with_retry(lambda: self.table.add(table))
 
-    def pending_access(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
+    def pending(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
         """Reads not yet folded, summed per ``(id, version)``: columns ``id``, ``version``, ``times``, ``at``."""
         conds = []
         if agent_id is not None:
@@ -92,51 +93,52 @@ class AccessLogMixin:
             if not ids:
                 return _summed(pl.DataFrame(schema=_LOG_FRAME))
             conds.append(f"id IN {in_list(list(ids))}")
-        return _summed(self._read_log(" AND ".join(conds) or None))
+        return _summed(self._read(" AND ".join(conds) or None))
 
-    def fold_access(
-        self, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
-    ) -> AccessFold:
-        """Fold the logged reads of ``agent_id`` (default: every agent) into ``memories``; see the module.
-
-        ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
-        """
-        store: MemoryStore = self  # type: ignore[assignment]
-        now = now or utcnow()
-        scope = eq("agent_id", agent_id) if agent_id is not None else "true"
-        if not self.access_log.count_rows(None if agent_id is None else scope):  # no commit when idle
-            return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store))
-        stale = (
-            f"{scope} AND claimed_by IS NOT NULL AND claimed_at < "
-            f"arrow_cast({lit((now - STALE_CLAIM).isoformat())}, '{_TS}')"
-        )
-        dropped = _with_retry(lambda: self.access_log.delete(stale)).num_deleted_rows
-        fold_id = uuid.uuid4().hex
-        claimed = _with_retry(
-            lambda: self.access_log.update(
-                where=f"{scope} AND claimed_by IS NULL",
-                values_sql={"claimed_by": lit(fold_id), "claimed_at": f"arrow_cast({lit(now.isoformat())}, '{_TS}')"},
-            )
-        ).rows_updated
-        if not claimed:
-            return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store))
-        mine = eq("claimed_by", fold_id)
-        summed = _summed(self._read_log(mine))
-        applied = 0
-        for (times,), group in summed.group_by("times"):
-            at = cast(datetime, group["at"].max())
-            applied += store.record_access(group.select("id", "version").to_dicts(), times=int(times), at=at)
-        _with_retry(lambda: self.access_log.delete(mine))
-        _compact_log(self.access_log)
-        return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))
-
-    def _read_log(self, where: str | None) -> pl.DataFrame:
-        q = self.access_log.search()
+    def _read(self, where: str | None) -> pl.DataFrame:
+        q = self.table.search()
         if where:
             q = q.where(where)
         df = pl.from_arrow(q.select(list(_LOG_FRAME)).limit(None).to_arrow())
         assert isinstance(df, pl.DataFrame)
         return df
+
+
+def fold_access(
+    store: MemoryStore, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
+) -> AccessFold:
+    """Fold the logged reads of ``agent_id`` (default: every agent) into ``memories``; see the module.
+
+    ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
+    """
+    log = store.access_log
+    now = now or utcnow()
+    scope = eq("agent_id", agent_id) if agent_id is not None else "true"
+    if not log.table.count_rows(None if agent_id is None else scope):  # no commit when idle
+        return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store))
+    stale = (
+        f"{scope} AND claimed_by IS NOT NULL AND claimed_at < "
+        f"arrow_cast({lit((now - STALE_CLAIM).isoformat())}, '{_TS}')"
+    )
+    dropped = _with_retry(lambda: log.table.delete(stale)).num_deleted_rows
+    fold_id = uuid.uuid4().hex
+    claimed = _with_retry(
+        lambda: log.table.update(
+            where=f"{scope} AND claimed_by IS NULL",
+            values_sql={"claimed_by": lit(fold_id), "claimed_at": f"arrow_cast({lit(now.isoformat())}, '{_TS}')"},
+        )
+    ).rows_updated
+    if not claimed:
+        return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store))
+    mine = eq("claimed_by", fold_id)
+    summed = _summed(log._read(mine))
+    applied = 0
+    for (times,), group in summed.group_by("times"):
+        at = cast(datetime, group["at"].max())
+        applied += store.record_access(group.select("id", "version").to_dicts(), times=int(times), at=at)
+    _with_retry(lambda: log.table.delete(mine))
+    _compact_log(log.table)
+    return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))
 
 
 _LOG_FRAME: dict[str, pl.DataType] = {
@@ -153,7 +155,7 @@ def _summed(log: pl.DataFrame) -> pl.DataFrame:
 
 def overlay_pending(rows: pa.Table, pending: pl.DataFrame) -> pa.Table:
     """``rows`` (with ``id``, ``version``, ``access_count``, ``last_accessed_at``) as they will read once
-    ``pending`` (from :meth:`AccessLogMixin.pending_access`) is folded: reads of a version that moved meanwhile
+    ``pending`` (from :meth:`AccessLog.pending`) is folded: reads of a version that moved meanwhile
     do not count, as the fold will drop them."""
     if pending.is_empty() or rows.num_rows == 0:
         return rows
@@ -181,14 +183,10 @@ def refresh_vector_index(store: MemoryStore, *, attempts: int = 6) -> bool:
     stats = store.memories.index_stats("vector_idx")
     if stats is None or int(stats.num_unindexed_rows) < limit:
         return False
-    from engram_pipeline.store.maintenance import optimize_table  # maintenance imports the store
-
     optimize_table(store.memories, attempts=attempts)
     return True
 
 
 def _compact_log(log: Any) -> None:
-    from engram_pipeline.store.maintenance import optimize_table
-
     if int(log.stats()["fragment_stats"]["num_fragments"]) >= LOG_COMPACT_FRAGMENTS:
         optimize_table(log)

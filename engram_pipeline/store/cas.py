@@ -144,7 +144,7 @@ def _attempt(
     misses = [i for i in ids if i not in got]
     pre = [pre_by_id[i] for i in applied] if audit is not None else []
     if event_ids and misses:
-        store.drop_audit_events([event_ids[i] for i in misses])
+        store.audit.drop([event_ids[i] for i in misses])
     return applied, misses, pre, 1
 
 
@@ -177,7 +177,7 @@ def cas_delete(
         applied = [i for i in live if i in before and i not in after]
     mine = set(applied)
     skipped += [i for i in live if i not in mine]
-    store.drop_audit_events([event_ids[i] for i in live if i not in mine])
+    store.audit.drop([event_ids[i] for i in live if i not in mine])
     return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
 
 
@@ -195,7 +195,7 @@ def _write_ahead(
         {"event_id": e, "memory_id": i, "agent_id": pre[i]["agent_id"], "action": action, "before": pre[i]}
         for i, e in event_ids.items()
     ]
-    store.record_audit(events, actor=actor, run_id=run_id)
+    store.audit.record(events, actor=actor, run_id=run_id)
 
 
 def _event_id(run_id: str | None, action: str, memory_id: str, version: int) -> str:

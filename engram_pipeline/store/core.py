@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import lancedb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 from lancedb.index import BTree
 
@@ -27,40 +28,37 @@ from engram_pipeline.model import (
     LINK_SCHEMA,
     META_SCHEMA,
     PLAN_SCHEMA,
-    SCHEMA_VERSION,
     STATUSES,
     Memory,
     memory_schema,
     rows_to_table,
 )
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.access_log import AccessLogMixin, overlay_pending
-from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry, cas_delete, cas_write
-from engram_pipeline.store.edits import EditsMixin
-from engram_pipeline.store.errors import (
-    EmbedderMismatch,
-    InvalidInput,
-    MemoryNotFound,
-    StoreNotFound,
-)
+from engram_pipeline.store import access_log, cas, edits, maintenance, write_path
+from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
+from engram_pipeline.store.audit import AuditEvent, AuditLog
+from engram_pipeline.store.cursors import Cursors
+from engram_pipeline.store.errors import MemoryNotFound, StoreNotFound
+from engram_pipeline.store.links import Link, Links
+from engram_pipeline.store.maintenance import SCALAR_INDEXES
+from engram_pipeline.store.meta import check_meta
+from engram_pipeline.store.plans import Plan, Plans, PlanStatus
+from engram_pipeline.store.recall import recall as _recall
+from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
 
-# BTree indexes on the columns every filter starts with.
-SCALAR_INDEXES = ("agent_id", "id", "content_hash")
 
+class MemoryStore:
+    """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``.
 
-@dataclass(frozen=True)
-class RememberResult:
-    memory: Memory
-    outcome: str  # "created" | "exact_duplicate" | "semantic_duplicate"
-    score: float | None = None  # similarity to the matched row of a semantic duplicate
-    contradictions: tuple[dict[str, Any], ...] = field(default=())
-
-
-class MemoryStore(EditsMixin, AccessLogMixin):
-    """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``."""
+    The ``memories`` table is the store's own; each side table belongs to one collaborator, which holds its
+    reads and writes: :attr:`audit` (:class:`~engram_pipeline.store.audit.AuditLog`), :attr:`links`,
+    :attr:`plans`, :attr:`cursors` and :attr:`access_log`. Verbs whose mechanism has a module of its own
+    (compare-and-set, edits, recall, the access-log fold, maintenance) are that module's function, bound here
+    once, so each signature is written in one place.
+    """
 
     def __init__(self, db: Any, uri: str, settings: Settings, embedder: Embedder) -> None:
         self.db = db
@@ -70,13 +68,13 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         self.memory_schema = memory_schema(embedder.dimension)
         existing = set(db.list_tables().tables)
         self.meta = self._table("meta", META_SCHEMA, existing)
-        self._check_meta()
+        check_meta(self.meta, uri=uri, embedder=embedder.name, dimension=embedder.dimension)
         self.memories = self._table("memories", self.memory_schema, existing)
-        self.links = self._table("links", LINK_SCHEMA, existing)
-        self.audit = self._table("audit", AUDIT_SCHEMA, existing)
-        self.plans = self._table("plans", PLAN_SCHEMA, existing)
-        self.cursors = self._table("cursors", CURSOR_SCHEMA, existing)
-        self.access_log = self._table("access_log", ACCESS_LOG_SCHEMA, existing)
+        self.links = Links(self._table("links", LINK_SCHEMA, existing))
+        self.audit = AuditLog(self._table("audit", AUDIT_SCHEMA, existing), self.memory_schema)
+        self.plans = Plans(self._table("plans", PLAN_SCHEMA, existing))
+        self.cursors = Cursors(self._table("cursors", CURSOR_SCHEMA, existing))
+        self.access_log = AccessLog(self._table("access_log", ACCESS_LOG_SCHEMA, existing))
         if "memories" not in existing:
             self._create_scalar_indexes()
 
@@ -99,8 +97,6 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         settings = settings or Settings.from_env()
         uri = uri or settings.resolved_db_uri
         if "://" not in uri:
-            from pathlib import Path
-
             path = Path(uri).expanduser().resolve()  # absolute: the store is the same whatever the cwd later
             uri = str(path)
             if not create and not (path / "meta.lance").is_dir():
@@ -120,27 +116,16 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             return self.db.open_table(name)
         return self.db.create_table(name, schema=schema, exist_ok=True)
 
-    def _check_meta(self) -> None:
-        rows = {r["key"]: r["value"] for r in self.meta.to_arrow().to_pylist()}
-        name, dim = self.embedder.name, self.embedder.dimension
-        if "embedder" not in rows:
-            table = rows_to_table(
-                [
-                    {"key": "schema_version", "value": str(SCHEMA_VERSION)},
-                    {"key": "embedder", "value": name},
-                    {"key": "dimension", "value": str(dim)},
-                ],
-                META_SCHEMA,
-            )
-            _with_retry(lambda: self.meta.merge_insert("key").when_not_matched_insert_all().execute(table))
-            rows = {r["key"]: r["value"] for r in self.meta.to_arrow().to_pylist()}
-        if rows["embedder"] != name or int(rows["dimension"]) != dim:
-            raise EmbedderMismatch(self.uri, rows["embedder"], int(rows["dimension"]), name, dim)
-        if int(rows.get("schema_version", SCHEMA_VERSION)) != SCHEMA_VERSION:
-            raise InvalidInput(
-                f"the store at {self.uri} has schema version {rows['schema_version']}; "
-                f"this release reads version {SCHEMA_VERSION}"
-            )
+    def tables(self) -> dict[str, Any]:
+        """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules)."""
+        return {
+            "memories": self.memories,
+            "links": self.links.table,
+            "audit": self.audit.table,
+            "plans": self.plans.table,
+            "cursors": self.cursors.table,
+            "access_log": self.access_log.table,
+        }
 
     def _create_scalar_indexes(self) -> None:
         for column in SCALAR_INDEXES:
@@ -157,7 +142,7 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         found = self.memories.search().where(eq("id", memory_id)).limit(None).to_arrow()
         if not found.num_rows or (agent_id is not None and found["agent_id"][0].as_py() != agent_id):
             raise MemoryNotFound(memory_id)
-        row = overlay_pending(found, self.pending_access(ids=[memory_id])).to_pylist()[0]
+        row = overlay_pending(found, self.access_log.pending(ids=[memory_id])).to_pylist()[0]
         if track_access:
             self.log_access([row])
         return row
@@ -222,6 +207,50 @@ class MemoryStore(EditsMixin, AccessLogMixin):
     def has_agent(self, agent_id: str) -> bool:
         """Whether ``agent_id`` has at least one memory (whatever its status)."""
         return bool(self.memories.count_rows(eq("agent_id", agent_id)))
+
+    def count(self, agent_id: str | None = None, *, where: str | None = None) -> int:
+        """How many rows (of ``agent_id``, passing ``where``, extra SQL the caller has quoted) there are."""
+        conds = [eq("agent_id", agent_id)] if agent_id is not None else []
+        if where:
+            conds.append(f"({where})")
+        return int(self.memories.count_rows(" AND ".join(conds) or None))
+
+    def counts_by_status(self) -> dict[str, dict[str, int]]:
+        """``{agent_id: {status: rows}}`` over the whole store (statuses without rows left out)."""
+        table = self.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
+        grouped = table.group_by(["agent_id", "status"]).aggregate([([], "count_all")])
+        counts: dict[str, dict[str, int]] = {}
+        for row in grouped.to_pylist():
+            counts.setdefault(row["agent_id"], {})[row["status"]] = int(row["count_all"])
+        return counts
+
+    def memories_version(self) -> int:
+        """The ``memories`` table's version: it moves with every commit that writes memories."""
+        return int(self.memories.version)
+
+    def existing_hashes(self, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` (content hashes, any agent) some stored row has."""
+        found: set[str] = set()
+        for start in range(0, len(hashes), 1000):
+            chunk = hashes[start : start + 1000]
+            rows = self.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"])
+            found.update(rows.limit(None).to_arrow()["content_hash"].to_pylist())
+        return found
+
+    def nearest(
+        self, agent_id: str, vectors: Sequence[Sequence[float]], *, where: str | None = None, k: int = 1
+    ) -> list[dict[str, Any]]:
+        """For each of ``vectors``, its ``k`` nearest rows of the agent passing ``where`` (extra SQL the caller
+        has quoted), by cosine distance, in one query: dicts of ``id``, ``_distance`` and ``query_index`` (the
+        position of the vector in ``vectors``)."""
+        if not vectors:
+            return []
+        cond = eq("agent_id", agent_id) + (f" AND ({where})" if where else "")
+        search = self.memories.search([list(v) for v in vectors]).metric("cosine").where(cond, prefilter=True)
+        hits: list[dict[str, Any]] = search.select(["id", "_distance"]).limit(k).to_arrow().to_pylist()
+        for hit in hits:
+            hit.setdefault("query_index", 0)  # absent when there is one query
+        return hits
 
     def ids_written_at(self, version: int, ids: Sequence[str], token: str) -> list[str]:
         """Which of ``ids`` carry ``token`` at table ``version`` (i.e. were written by that commit)."""
@@ -294,8 +323,6 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         if existing is not None:
             return RememberResult(existing, "exact_duplicate")
         row["vector"] = self._vector_for(content, vector)
-        from engram_pipeline.store import write_path
-
         return write_path.remember_row(self, row, actor=actor)
 
     def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory:
@@ -316,7 +343,7 @@ class MemoryStore(EditsMixin, AccessLogMixin):
             return []
         unique = list({r["content_hash"]: r for r in rows}.values())
         table = rows_to_table(unique, self.memory_schema)
-        result = _with_retry(
+        result = cas._with_retry(
             lambda: self.memories.merge_insert("content_hash").when_not_matched_insert_all().execute(table)
         )
         if result.num_inserted_rows == len(unique):
@@ -382,35 +409,98 @@ class MemoryStore(EditsMixin, AccessLogMixin):
         # Two rows only in the instant between racing inserts and the loser's clean-up: name the one that stays.
         return self._first_committed(found) if found else None
 
-    def cas_write(
+    # -- verbs whose mechanism has its own module ------------------------------------------------------
+    update = edits.update
+    delete = edits.delete
+    restore = edits.restore
+    record_access = edits.record_access
+    cas_write = cas.cas_write
+    cas_delete = cas.cas_delete
+    recall = _recall
+    fold_access = access_log.fold_access
+    maintain = maintenance.maintain
+
+    # -- the side tables' verbs, as callers know them ----------------------------------------------------
+    def record_audit(self, events: Sequence[AuditEvent], *, actor: str, run_id: str | None = None) -> None:
+        """See :meth:`AuditLog.record`."""
+        self.audit.record(events, actor=actor, run_id=run_id)
+
+    def audit_events(self, memory_id: str) -> list[AuditEvent]:
+        """Every audit event of one memory, oldest first."""
+        return self.audit.events(memory_id)
+
+    def last_pre_image(self, memory_id: str) -> tuple[Memory, AuditEvent] | None:
+        """The pre-image of the newest event that took the row out of recall, and that event."""
+        return self.audit.last_pre_image(memory_id)
+
+    def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
+        """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
+        return self.audit.audited(memory_ids, action=action, run_id=run_id)
+
+    def audit_for_agent(
         self,
-        changes: Sequence[Change],
+        agent_id: str,
         *,
-        recompute: Recompute | None = None,
-        actor: str,
-        action: str,
-        run_id: str | None = None,
-        audit: bool = False,
-    ) -> CasResult:
-        """Batched compare-and-set for passes: see :mod:`engram_pipeline.store.cas`."""
-        return cas_write(self, changes, recompute=recompute, actor=actor, action=action, run_id=run_id, audit=audit)
+        actions: Iterable[str] | None = None,
+        memory_ids: Sequence[str] | None = None,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The agent's audit events; see :meth:`AuditLog.for_agent`."""
+        return self.audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
 
-    def cas_delete(self, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None) -> CasResult:
-        """Delete rows still at their expected versions, in one commit, auditing their pre-images."""
-        return cas_delete(self, expected, actor=actor, action=action, run_id=run_id)
+    def add_links(self, links: Sequence[Link], *, run_id: str | None = None, keyed: bool = False) -> None:
+        """See :meth:`Links.add`."""
+        self.links.add(links, run_id=run_id, keyed=keyed)
 
-    # -- recall ----------------------------------------------------------------------------------------
-    def recall(self, agent_id: str, query: str | None = None, **options: Any) -> list[Any]:
-        """Ranked recall for one agent; see :func:`engram_pipeline.recall.recall` for the options."""
-        from engram_pipeline.recall import recall
+    def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:
+        return self.links.of(memory_ids, rel=rel)
 
-        return recall(self, agent_id, query, **options)
+    def links_for_agent(self, agent_id: str) -> pa.Table:
+        return self.links.for_agent(agent_id)
 
-    def maintain(self, **options: Any) -> Any:
-        """Compact the tables and clean up old versions; see :func:`engram_pipeline.store.maintenance.maintain`."""
-        from engram_pipeline.store.maintenance import maintain
+    def save_plan(
+        self, agent_id: str, body: dict[str, Any], *, kind: str = "corpus_merge", run_id: str | None = None
+    ) -> str:
+        return self.plans.save(agent_id, body, kind=kind, run_id=run_id)
 
-        return maintain(self, **options)
+    def get_plan(self, plan_id: str) -> Plan | None:
+        return self.plans.get(plan_id)
+
+    def latest_plan(
+        self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None
+    ) -> Plan | None:
+        return self.plans.latest(agent_id, kind=kind, status=status)
+
+    def plans_of(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> list[Plan]:
+        return self.plans.of(agent_id, kind=kind, status=status)
+
+    def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
+        self.plans.mark_applied(plan_id, result)
+
+    def close_plan(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
+        """See :meth:`Plans.close`."""
+        return self.plans.close(plan_id, status, note)
+
+    def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
+        return self.cursors.get(pass_name, agent_id)
+
+    def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
+        self.cursors.set(pass_name, agent_id, cursor)
+
+    def lease_holder(self, key: str) -> str | None:
+        return self.cursors.lease_holder(key)
+
+    def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
+        return self.cursors.swap_lease(key, expected, holder)
+
+    def log_access(self, rows: Sequence[Memory], *, times: int | Sequence[int] = 1, at: datetime | None = None) -> None:
+        """See :meth:`AccessLog.log`."""
+        self.access_log.log(rows, times=times, at=at)
+
+    def pending_access(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """See :meth:`AccessLog.pending`."""
+        return self.access_log.pending(agent_id, ids=ids)
 
 
-__all__ = ["MemoryStore", "RememberResult", "STATUSES"]
+__all__ = ["AccessFold", "MemoryStore", "RememberResult", "STATUSES"]

@@ -1,251 +1,251 @@
 """Edits of single memories: versioned update, delete, restore from the audit pre-image, access bookkeeping.
 
-Mixed into :class:`~engram_pipeline.store.core.MemoryStore`; every write goes through the compare-and-set.
+Verbs of :class:`~engram_pipeline.store.core.MemoryStore` (bound there), each a function of the store; every
+write goes through the compare-and-set. They call :func:`~engram_pipeline.store.cas.cas_write` itself, not the
+store's overridable method: a subclass that hooks its passes' ``cas_write`` (as tests do, to stage a
+concurrent edit) must not re-enter through ``update``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
+from engram_pipeline.model import (
+    Kind,
+    Memory,
+    Outcome,
+    Source,
+    Tier,
+    dumps_metadata,
+    loads_metadata,
+    rows_to_table,
+    utcnow,
+)
 from engram_pipeline.store import validation as v
-from engram_pipeline.store.cas import CasResult, Change, Recompute, _with_retry
+from engram_pipeline.store.cas import Change, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
 from engram_pipeline.store.errors import InvalidInput, NothingToRestore, RestoreConflict, VersionConflict
-from engram_pipeline.store.records import RecordsMixin
 from engram_pipeline.store.sql import at_versions, lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
-# Columns a caller may change through ``update``; the rest belong to the store or to passes.
-UPDATABLE = frozenset(
-    {"content", "tags", "importance", "confidence", "pinned", "kind", "tier", "outcome", "metadata", "source"}
-)
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``update`` may change; the other columns belong to the store or to passes."""
+
+    content: str
+    tags: Sequence[str]
+    importance: float
+    confidence: float
+    pinned: bool
+    kind: Kind
+    tier: Tier
+    outcome: Outcome | None  # None clears it
+    metadata: dict[str, Any]  # replaces the whole object
+    source: Source
 
 
-class EditsMixin(RecordsMixin):
-    """``update``, ``delete``, ``restore`` and ``record_access``."""
+UPDATABLE = frozenset(MemoryChanges.__annotations__)
 
-    memories: Any
 
-    @property
-    def _as_store(self) -> MemoryStore:
-        # The edits write through the module-level CAS, not an overridable method: a subclass that hooks its
-        # passes' ``cas_write`` (as tests do, to stage a concurrent edit) must not re-enter through ``update``.
-        return cast("MemoryStore", self)
+def _conflict(store: MemoryStore, memory_id: str, expected: int) -> VersionConflict:
+    """The conflict a lost compare-and-set reports, with the version the row is at now (None: gone)."""
+    now = store.get_many([memory_id], columns=["id", "version"])
+    return VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
 
-    def _conflict(self, memory_id: str, expected: int) -> VersionConflict:
-        """The conflict a lost compare-and-set reports, with the version the row is at now (None: gone)."""
-        now = self.get_many([memory_id], columns=["id", "version"])
-        return VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
 
-    if TYPE_CHECKING:
+def update(
+    store: MemoryStore,
+    memory_id: str,
+    *,
+    expected_version: int,
+    actor: str = "library",
+    agent_id: str | None = None,
+    **changes: Unpack[MemoryChanges],
+) -> Memory:
+    """Change fields of one memory if it is still at ``expected_version``; raises :class:`VersionConflict`.
 
-        def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory: ...
-        def get_many(self, memory_ids: Sequence[str], *, columns: list[str] | None = None) -> list[Memory]: ...
-        def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory: ...
-        def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]: ...
-        def cas_write(
-            self,
-            changes: Sequence[Change],
-            *,
-            recompute: Recompute | None = None,
-            actor: str,
-            action: str,
-            run_id: str | None = None,
-            audit: bool = False,
-        ) -> CasResult: ...
-        def cas_delete(
-            self, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
-        ) -> CasResult: ...
+    Changing ``content`` re-embeds and re-hashes it. Updatable: ``content``, ``tags``, ``importance``,
+    ``confidence``, ``pinned``, ``kind``, ``tier``, ``outcome``, ``source``, ``metadata`` (a dict).
+    """
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
+    if not changes:
+        raise InvalidInput("nothing to update")
+    v.check_version("expected_version", expected_version)
+    if "metadata" in changes:
+        changes["metadata"] = v.check_metadata(changes["metadata"])
+    if "pinned" in changes:
+        changes["pinned"] = v.check_bool("pinned", changes["pinned"])
+    current = store.get(memory_id, agent_id=agent_id, track_access=False)
+    if current["version"] != expected_version:
+        raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
+    merged: Memory = {**current, **changes}
+    probe = store.new_row(
+        current["agent_id"],
+        merged["content"],
+        tier=merged["tier"],
+        kind=merged["kind"],
+        tags=merged["tags"] or [],
+        source=merged["source"] or "agent",
+        outcome=merged["outcome"],
+        importance=changes.get("importance"),
+        confidence=changes.get("confidence"),
+    )
+    change: Change = {"id": memory_id, "version": expected_version}
+    change.update(changes)
+    if "metadata" in changes:
+        change["metadata"] = dumps_metadata(changes["metadata"])
+    if "tags" in changes:
+        change["tags"] = probe["tags"]
+    if "content" in changes:
+        change["content_hash"] = probe["content_hash"]
+        change["vector"] = store._vector_for(changes["content"], None)
+    result = _cas_write(store, [change], actor=actor, action="update")
+    if not result.applied:
+        raise _conflict(store, memory_id, expected_version)
+    after = store.get(memory_id, track_access=False)
+    store.audit.record(
+        [
+            {
+                "memory_id": memory_id,
+                "agent_id": after["agent_id"],
+                "action": "update",
+                "before": current,
+                "after": after,
+            }
+        ],
+        actor=actor,
+    )
+    return after
 
-    def update(
-        self,
-        memory_id: str,
-        *,
-        expected_version: int,
-        actor: str = "library",
-        agent_id: str | None = None,
-        **changes: Any,
-    ) -> Memory:
-        """Change fields of one memory if it is still at ``expected_version``; raises :class:`VersionConflict`.
 
-        Changing ``content`` re-embeds and re-hashes it. Updatable: ``content``, ``tags``, ``importance``,
-        ``confidence``, ``pinned``, ``kind``, ``tier``, ``outcome``, ``source``, ``metadata`` (a dict).
-        """
-        unknown = set(changes) - UPDATABLE
-        if unknown:
-            raise InvalidInput(f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}")
-        if not changes:
-            raise InvalidInput("nothing to update")
-        v.check_version("expected_version", expected_version)
-        if "metadata" in changes:
-            changes["metadata"] = v.check_metadata(changes["metadata"])
-        if "pinned" in changes:
-            changes["pinned"] = v.check_bool("pinned", changes["pinned"])
-        current = self.get(memory_id, agent_id=agent_id, track_access=False)
-        if current["version"] != expected_version:
-            raise VersionConflict(memory_id, expected=expected_version, current=current["version"])
-        merged: Memory = {**current, **changes}
-        probe = self.new_row(
-            current["agent_id"],
-            merged["content"],
-            tier=merged["tier"],
-            kind=merged["kind"],
-            tags=merged["tags"] or [],
-            source=merged["source"] or "agent",
-            outcome=merged["outcome"],
-            importance=changes.get("importance"),
-            confidence=changes.get("confidence"),
-        )
-        change: Change = {"id": memory_id, "version": expected_version}
-        for key, value in changes.items():
-            if key == "metadata":
-                value = dumps_metadata(value)
-            elif key == "tags":
-                value = probe["tags"]
-            change[key] = value
-        if "content" in changes:
-            change["content_hash"] = probe["content_hash"]
-            change["vector"] = self._vector_for(changes["content"], None)
-        result = _cas_write(self._as_store, [change], actor=actor, action="update")
+def delete(store: MemoryStore, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
+    """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
+    expected_version = None if expected_version is None else v.check_version("expected_version", expected_version)
+    current = store.get(memory_id, track_access=False)
+    expected = current["version"] if expected_version is None else expected_version
+    result = store.cas_delete({memory_id: expected}, actor=actor, action="delete")
+    if not result.applied:
+        raise _conflict(store, memory_id, expected)
+
+
+def restore(
+    store: MemoryStore, memory_id: str, *, expected_version: int | None = None, actor: str = "library"
+) -> Memory:
+    """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
+
+    The row returns with its original id and every field of the pre-image; its ``version`` moves on
+    from the current one (versions never go backwards). Restore is a compare-and-set like every edit:
+
+    * if the row changed after the event that hid it (an edit, a re-score, another pass: its version is
+      beyond the one that event wrote), restoring would silently revert that change, so it is refused
+      with :class:`RestoreConflict` unless ``expected_version`` is the version it is at now (the caller
+      read the current row and chooses the pre-image over it);
+    * a given ``expected_version`` must be the current version, else :class:`VersionConflict`;
+    * a row that is gone (pruned, deleted) has no current version: it is inserted back as it was.
+
+    Restoring a merged member also removes its ``duplicate-of`` link and its entry in the canonical's
+    ``merged_from`` (the canonical keeps the tags it took in the merge).
+    """
+    if expected_version is not None:
+        expected_version = v.check_version("expected_version", expected_version)
+    found = store.audit.last_pre_image(memory_id)
+    if found is None:
+        raise NothingToRestore(memory_id)
+    image, event = found
+    if any(e["action"] == "restore" and e["at"] >= event["at"] for e in store.audit.events(memory_id)):
+        raise NothingToRestore(memory_id, reason=f"it was already restored after its {event['action']}")
+    current = store.get_many([memory_id])
+    if current:
+        row = current[0]
+        now, hidden_at = int(row["version"]), int(image["version"]) + 1
+        if expected_version is not None and expected_version != now:
+            raise VersionConflict(memory_id, expected=expected_version, current=now)
+        if expected_version is None and now != hidden_at:
+            raise RestoreConflict(memory_id, action=event["action"], hidden_at=hidden_at, current=now)
+        change = {k: x for k, x in image.items() if k not in ("id", "version", "write_token", "updated_at")}
+        change.update(id=memory_id, version=now)
+        result = _cas_write(store, [change], actor=actor, action="restore")
         if not result.applied:
-            raise self._conflict(memory_id, expected_version)
-        after = self.get(memory_id, track_access=False)
-        self.record_audit(
-            [
-                {
-                    "memory_id": memory_id,
-                    "agent_id": after["agent_id"],
-                    "action": "update",
-                    "before": current,
-                    "after": after,
-                }
-            ],
-            actor=actor,
-        )
-        return after
+            raise _conflict(store, memory_id, now)
+        before: Memory | None = row
+    else:
+        restored = {**image, "version": image["version"] + 1}
+        table = rows_to_table([restored], store.memory_schema)
+        _with_retry(lambda: store.memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+        before = None
+    after = store.get(memory_id, track_access=False)
+    store.audit.record(
+        [
+            {
+                "memory_id": memory_id,
+                "agent_id": after["agent_id"],
+                "action": "restore",
+                "before": before,
+                "after": after,
+            }
+        ],
+        actor=actor,
+    )
+    if event["action"] == "merge" and before is not None:
+        canonical = loads_metadata(before).get("merged", {}).get("into") or before["superseded_by"]
+        if canonical:
+            _unmerge(store, memory_id, canonical, actor=actor)
+    return after
 
-    def delete(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
-        """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
-        expected_version = None if expected_version is None else v.check_version("expected_version", expected_version)
-        current = self.get(memory_id, track_access=False)
-        expected = current["version"] if expected_version is None else expected_version
-        result = self.cas_delete({memory_id: expected}, actor=actor, action="delete")
-        if not result.applied:
-            raise self._conflict(memory_id, expected)
 
-    def restore(self, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> Memory:
-        """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
+def _unmerge(store: MemoryStore, member_id: str, canonical_id: str, *, actor: str) -> None:
+    """Undo what a merge wrote outside the member: its ``duplicate-of`` link and the canonical's
+    ``merged_from`` entry (a compare-and-set on the canonical, audited, re-read once on a miss)."""
+    store.links.drop(src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
 
-        The row returns with its original id and every field of the pre-image; its ``version`` moves on
-        from the current one (versions never go backwards). Restore is a compare-and-set like every edit:
-
-        * if the row changed after the event that hid it (an edit, a re-score, another pass: its version is
-          beyond the one that event wrote), restoring would silently revert that change, so it is refused
-          with :class:`RestoreConflict` unless ``expected_version`` is the version it is at now (the caller
-          read the current row and chooses the pre-image over it);
-        * a given ``expected_version`` must be the current version, else :class:`VersionConflict`;
-        * a row that is gone (pruned, deleted) has no current version: it is inserted back as it was.
-
-        Restoring a merged member also removes its ``duplicate-of`` link and its entry in the canonical's
-        ``merged_from`` (the canonical keeps the tags it took in the merge).
-        """
-        if expected_version is not None:
-            expected_version = v.check_version("expected_version", expected_version)
-        found = self.last_pre_image(memory_id)
-        if found is None:
-            raise NothingToRestore(memory_id)
-        image, event = found
-        if any(e["action"] == "restore" and e["at"] >= event["at"] for e in self.audit_events(memory_id)):
-            raise NothingToRestore(memory_id, reason=f"it was already restored after its {event['action']}")
-        current = self.get_many([memory_id])
-        if current:
-            row = current[0]
-            now, hidden_at = int(row["version"]), int(image["version"]) + 1
-            if expected_version is not None and expected_version != now:
-                raise VersionConflict(memory_id, expected=expected_version, current=now)
-            if expected_version is None and now != hidden_at:
-                raise RestoreConflict(memory_id, action=event["action"], hidden_at=hidden_at, current=now)
-            change = {k: x for k, x in image.items() if k not in ("id", "version", "write_token", "updated_at")}
-            change.update(id=memory_id, version=now)
-            result = _cas_write(self._as_store, [change], actor=actor, action="restore")
-            if not result.applied:
-                raise self._conflict(memory_id, now)
-            before: Memory | None = row
+    def change(row: Memory) -> list[Change]:
+        meta = loads_metadata(row)
+        entries = meta.get("merged_from", [])
+        keep = [e for e in entries if e.get("id") != member_id]
+        if len(keep) == len(entries):
+            return []
+        if keep:
+            meta["merged_from"] = keep
         else:
-            restored = {**image, "version": image["version"] + 1}
-            table = rows_to_table([restored], self.memory_schema)
-            _with_retry(lambda: self.memories.merge_insert("id").when_not_matched_insert_all().execute(table))
-            before = None
-        after = self.get(memory_id, track_access=False)
-        self.record_audit(
-            [
-                {
-                    "memory_id": memory_id,
-                    "agent_id": after["agent_id"],
-                    "action": "restore",
-                    "before": before,
-                    "after": after,
-                }
-            ],
+            meta.pop("merged_from")
+        return [{"id": row["id"], "version": row["version"], "metadata": dumps_metadata(meta)}]
+
+    rows = store.get_many([canonical_id])
+    if rows:
+        _cas_write(
+            store,
+            change(rows[0]),
+            recompute=lambda fresh: [c for r in fresh for c in change(r)],
             actor=actor,
+            action="unmerge",
+            audit=True,
         )
-        if event["action"] == "merge" and before is not None:
-            canonical = loads_metadata(before).get("merged", {}).get("into") or before["superseded_by"]
-            if canonical:
-                self._unmerge(memory_id, canonical, actor=actor)
-        return after
 
-    def _unmerge(self, member_id: str, canonical_id: str, *, actor: str) -> None:
-        """Undo what a merge wrote outside the member: its ``duplicate-of`` link and the canonical's
-        ``merged_from`` entry (a compare-and-set on the canonical, audited, re-read once on a miss)."""
-        self.drop_links(src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
 
-        def change(row: Memory) -> list[Change]:
-            meta = loads_metadata(row)
-            entries = meta.get("merged_from", [])
-            keep = [e for e in entries if e.get("id") != member_id]
-            if len(keep) == len(entries):
-                return []
-            if keep:
-                meta["merged_from"] = keep
-            else:
-                meta.pop("merged_from")
-            return [{"id": row["id"], "version": row["version"], "metadata": dumps_metadata(meta)}]
+def record_access(store: MemoryStore, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> int:
+    """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
 
-        rows = self.get_many([canonical_id])
-        if rows:
-            _cas_write(
-                self._as_store,
-                change(rows[0]),
-                recompute=lambda fresh: [c for r in fresh for c in change(r)],
-                actor=actor,
-                action="unmerge",
-                audit=True,
-            )
-
-    def record_access(self, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> int:
-        """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
-
-        One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
-        meanwhile is left alone. ``times``/``at`` let the access-log fold apply many reads in one commit.
-        Returns the number of rows updated. Readers log their reads (:meth:`log_access`) rather than call this.
-        """
-        if not rows:
-            return 0
-        cond = at_versions({r["id"]: int(r["version"]) for r in rows})
-        now = at or utcnow()
-        result = _with_retry(
-            lambda: self.memories.update(
-                where=cond,
-                values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
-            )
+    One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
+    meanwhile is left alone. ``times``/``at`` let the access-log fold apply many reads in one commit.
+    Returns the number of rows updated. Readers log their reads (:meth:`log_access`) rather than call this.
+    """
+    if not rows:
+        return 0
+    cond = at_versions({r["id"]: int(r["version"]) for r in rows})
+    now = at or utcnow()
+    result = _with_retry(
+        lambda: store.memories.update(
+            where=cond,
+            values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
         )
-        return int(result.rows_updated)
+    )
+    return int(result.rows_updated)
 
 
 def _ts_sql(ts: datetime) -> str:

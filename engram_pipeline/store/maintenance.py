@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from lancedb.index import BTree, IvfHnswSq
 
 from engram_pipeline.store.cas import is_retryable_conflict
-from engram_pipeline.store.core import SCALAR_INDEXES
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -33,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLES = ("memories", "links", "audit", "plans", "cursors", "access_log")
+# BTree indexes on the columns every filter starts with.
+SCALAR_INDEXES = ("agent_id", "id", "content_hash")
 # Every index refresh (maintenance, or a fold past ENGRAM_INDEX_REFRESH_ROWS) adds a segment to the vector
 # index; past this many, maintenance rebuilds it as one (about 30 s at 100k rows on 2 cores).
 MAX_VECTOR_SEGMENTS = 8
@@ -66,8 +67,9 @@ def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attemp
     after: dict[str, int] = {}
     retries = 0
     skipped: list[tuple[str, str]] = []
+    tables = store.tables()
     for name in TABLES:
-        table = getattr(store, name)
+        table = tables[name]
         before[name] = len(table.list_versions())
         n, why = _optimize(table, keep=keep, attempts=attempts)
         retries += n
@@ -180,4 +182,5 @@ def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ..
 
 
 def describe(store: MemoryStore) -> dict[str, Any]:
-    return {name: {"rows": getattr(store, name).count_rows()} for name in TABLES}
+    tables = store.tables()
+    return {name: {"rows": tables[name].count_rows()} for name in TABLES}

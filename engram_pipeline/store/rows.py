@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from engram_pipeline.model import (
     KINDS,
     OUTCOMES,
     SOURCE_CONFIDENCE,
     SOURCES,
+    TIERS,
     Memory,
+    MemoryRecord,
+    Tier,
     content_hash,
     dumps_metadata,
     utcnow,
@@ -30,6 +34,10 @@ TIME_WORDS = re.compile(
     r"next (hour|meeting)|until (tonight|tomorrow))\b",
     re.IGNORECASE,
 )
+
+
+# What a caller may ask for: a tier, or ``auto`` (routed by the content, see TIME_WORDS).
+TIER_CHOICES: tuple[Tier | Literal["auto"], ...] = (*TIERS, "auto")
 
 
 def build_row(
@@ -58,11 +66,10 @@ def build_row(
     """
     v.check_id("agent_id", agent_id)
     v.check_text("content", content, max_bytes=settings.max_content_bytes)
-    v.check_choice("kind", kind, KINDS)
-    v.check_choice("source", source, SOURCES)
-    v.check_choice("tier", tier, ("stm", "ltm", "auto"))
-    if outcome is not None:
-        v.check_choice("outcome", outcome, OUTCOMES)
+    checked_kind = v.check_choice("kind", kind, KINDS)
+    checked_source = v.check_choice("source", source, SOURCES)
+    wanted_tier = v.check_choice("tier", tier, TIER_CHOICES)
+    checked_outcome = None if outcome is None else v.check_choice("outcome", outcome, OUTCOMES)
     tags = v.check_tags(tags)
     pinned = v.check_bool("pinned", pinned)
     importance = None if importance is None else v.check_unit("importance", importance)
@@ -75,20 +82,24 @@ def build_row(
     access_count = v.check_count("access_count", access_count)
     now = utcnow()
     created = created_at or now
-    if tier == "auto":
+    chosen: Tier
+    if wanted_tier == "auto":
         timed = kind != "episodic" and TIME_WORDS.search(content) is not None
-        tier = "stm" if ttl_s is not None or timed else "ltm"
-    expires = created + timedelta(seconds=ttl_s or settings.stm_ttl_s) if tier == "stm" else None
-    return {
+        chosen = "stm" if ttl_s is not None or timed else "ltm"
+    else:
+        chosen = wanted_tier
+    expires = created + timedelta(seconds=ttl_s or settings.stm_ttl_s) if chosen == "stm" else None
+    # Typed as the record: the type checker holds this literal to exactly the columns of ``memories``.
+    row: MemoryRecord = {
         "id": memory_id or uuid.uuid4().hex,
         "agent_id": agent_id,
-        "tier": tier,
-        "kind": kind,
+        "tier": chosen,
+        "kind": checked_kind,
         "content": content,
         "content_hash": content_hash(agent_id, content),
         "tags": sorted(dict.fromkeys(tags)),
-        "source": source,
-        "outcome": outcome,
+        "source": checked_source,
+        "outcome": checked_outcome,
         "importance": 0.5 if importance is None else float(importance),
         "importance_factors": None,
         "confidence": SOURCE_CONFIDENCE.get(source, 0.5) if confidence is None else float(confidence),
@@ -107,3 +118,11 @@ def build_row(
         "write_token": None,
         "metadata": dumps_metadata(metadata or {}),
     }
+    return dict(row)
+
+
+# The fields a caller may give for a new memory: the parameters of ``build_row`` (``memory_id`` is the ``id``
+# column; ``ttl_s`` is not a column, it sets ``expires_at``).
+INPUT_FIELDS = frozenset(
+    "id" if name == "memory_id" else name for name in inspect.signature(build_row).parameters if name != "settings"
+)

@@ -23,11 +23,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from engram_pipeline.store.errors import InvalidInput
+
+C = TypeVar("C", bound=str)
 
 MAX_ID_CHARS = 200
 MAX_TAG_CHARS = 200
@@ -90,10 +92,12 @@ def check_tags(values: Any, *, name: str = "tags") -> list[str]:
     return list(values)
 
 
-def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {_show(value)}")
-    return value
+def check_choice(name: str, value: Any, allowed: Sequence[C]) -> C:
+    """``value`` if it is one of ``allowed``, typed as their type (a ``Literal``'s values give that ``Literal``)."""
+    for choice in allowed:
+        if isinstance(value, str) and value == choice:
+            return choice
+    raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {_show(value)}")
 
 
 def check_bool(name: str, value: Any) -> bool:

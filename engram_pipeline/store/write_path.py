@@ -17,13 +17,16 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from engram_pipeline.claims import detect_contradiction
+from engram_pipeline.judge import same_fact
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
+from engram_pipeline.store.cas import CasResult
+from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.sql import eq
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.cas import CasResult
-    from engram_pipeline.store.core import MemoryStore, RememberResult
+    from engram_pipeline.store.core import MemoryStore
 
 NEIGHBOURS = 8
 
@@ -38,10 +41,6 @@ def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k
 
 
 def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResult:
-    from engram_pipeline.claims import detect_contradiction
-    from engram_pipeline.judge import same_fact
-    from engram_pipeline.store.core import RememberResult
-
     s = store.settings
     neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
@@ -82,8 +81,6 @@ def as_stored(store: MemoryStore, row: Memory) -> Memory:
 
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
     """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit)."""
-    from engram_pipeline.store.core import RememberResult
-
     score = float(existing["_similarity"])
 
     def change(row: Memory) -> dict[str, Any]:

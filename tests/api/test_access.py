@@ -11,14 +11,14 @@ def test_deferred_flush_logs_every_read_in_one_append(store: MemoryStore) -> Non
     b = store.remember("alice", "User drinks green tea").memory
     recorder = AccessRecorder(store, interval_s=60)  # long interval: only stop() flushes
     recorder.start()
-    log_versions = len(store.access_log.list_versions())
+    log_versions = len(store.access_log.table.list_versions())
     for _ in range(3):
         recorder.record([a])
     recorder.record([a, b])
-    assert len(store.access_log.list_versions()) == log_versions  # nothing written yet
+    assert len(store.access_log.table.list_versions()) == log_versions  # nothing written yet
     memory_versions = len(store.memories.list_versions())
     recorder.stop()
-    assert recorder.commits == 1 and len(store.access_log.list_versions()) == log_versions + 1
+    assert recorder.commits == 1 and len(store.access_log.table.list_versions()) == log_versions + 1
     assert len(store.memories.list_versions()) == memory_versions  # reads never rewrite memory rows
     pending = {r["id"]: r["times"] for r in store.pending_access("alice").to_dicts()}
     assert pending == {a["id"]: 4, b["id"]: 1}

@@ -89,7 +89,7 @@ def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
 ) -> None:
     ids = reviewed_plan_then_late_duplicate(api_store, "alice")
     url = "/v1/agents/alice/corpus-merge"
-    table = (api_store.memories.version, api_store.plans.count_rows())
+    table = (api_store.memories.version, api_store.plans.table.count_rows())
     refused = [
         (client.post(url, json={"dry_run": False}, headers=ADMIN), 422, "plan_id of the reviewed plan"),
         (client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ALICE), 403, "not an admin"),
@@ -100,7 +100,7 @@ def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
     ]  # fmt: skip
     for r, status, needle in refused:
         assert r.status_code == status and needle in r.json()["detail"], r.text
-    assert (api_store.memories.version, api_store.plans.count_rows()) == table  # nothing written
+    assert (api_store.memories.version, api_store.plans.table.count_rows()) == table  # nothing written
     r = client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["report"]["merged"] == 1, r.text
     assert merged_as_reviewed(api_store, ids)  # the near-duplicate imported after the review was not merged

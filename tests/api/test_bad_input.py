@@ -107,7 +107,7 @@ CASES = [
 
 def footprint(store: MemoryStore) -> tuple[int, ...]:
     """Row count of memories and the version of every table a write could touch."""
-    tables = (store.memories, store.audit, store.links, store.plans, store.cursors)
+    tables = (store.memories, store.audit.table, store.links.table, store.plans.table, store.cursors.table)
     return (store.memories.count_rows(), *(t.version for t in tables))
 
 

@@ -151,7 +151,7 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
 
     ids = reviewed_plan_then_late_duplicate(store, "alice")
     other = store.save_plan("bob", {"clusters": []})
-    table = (store.memories.version, store.plans.count_rows())
+    table = (store.memories.version, store.plans.table.count_rows())
 
     async def session() -> None:
         async with Client(build_mcp(store, "alice")) as agent:
@@ -159,14 +159,14 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
             assert "FORBIDDEN" in plain and "--admin" in plain
             named = {"dryRun": False, "planId": ids["reviewed"]}
             assert "FORBIDDEN" in error_text(await agent.call_tool("consolidate_corpus", named))
-        assert (store.memories.version, store.plans.count_rows()) == table
+        assert (store.memories.version, store.plans.table.count_rows()) == table
         async with Client(build_mcp(store, "alice", admin=True)) as admin:
             missing = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False}))
             assert "INVALID_INPUT" in missing and "planId" in missing
             for plan in ("plan-nope", other):  # unknown, or another agent's: not found either way
                 text = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": plan}))
                 assert "NOT_FOUND" in text
-            assert (store.memories.version, store.plans.count_rows()) == table
+            assert (store.memories.version, store.plans.table.count_rows()) == table
             report = payload(await admin.call_tool("consolidate_corpus", named))
             assert report["merged"] == 1 and report["plan_id"] == ids["reviewed"]
 

@@ -102,10 +102,11 @@ class DagsterProcs:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def start(self, name: str, argv: list[str]) -> None:
-        log = (self.logs / f"{name}.log").open("wb")
-        self.procs[name] = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        # the child keeps its own copy of the descriptor; ours is closed once it has started
+        with (self.logs / f"{name}.log").open("wb") as log:
+            self.procs[name] = subprocess.Popen(
+                argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():

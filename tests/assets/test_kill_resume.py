@@ -84,9 +84,8 @@ def launch(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         "assets.definitions",
     ]
     # Its own session, so the kill reaches the step worker the run spawns, as a machine failure would.
-    return subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 @pytest.mark.integration

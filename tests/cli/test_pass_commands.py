@@ -96,7 +96,7 @@ def test_apply_without_plan_id_refuses_a_plan_made_after_the_review_and_names_bo
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     ids = reviewed_plan_then_late_duplicate(store, "alice")
     later = str(consolidate_corpus(store, "alice").plan_id)  # expires the reviewed plan
-    before = (store.memories.version, store.plans.count_rows())
+    before = (store.memories.version, store.plans.table.count_rows())
     several = cli("consolidate-corpus", "--agent", "alice", "--apply")
     assert several.exit_code == 1 and f"one pending corpus-merge plan, {later}, made after" in several.stderr
     assert ids["reviewed"] in several.stderr
@@ -108,7 +108,7 @@ def test_apply_without_plan_id_refuses_a_plan_made_after_the_review_and_names_bo
     assert unknown.exit_code == 1 and unknown.stderr.strip().splitlines() == [
         "error: no corpus-merge plan 'plan-nope'; a dry run of the corpus merge stores one and returns its id"
     ]
-    assert (store.memories.version, store.plans.count_rows()) == before  # nothing applied
+    assert (store.memories.version, store.plans.table.count_rows()) == before  # nothing applied
     applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", later, json_=True))
     assert applied[0]["report"]["merged"] == 2
 

@@ -23,9 +23,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this file also runs as a script)
+# The verbs that commit, on the store or on the collaborator that owns the table (``audit.record``).
 COMMITTING = (
-    "cas_write", "cas_delete", "record_audit", "drop_audit_events", "add_links", "set_cursor",
-    "mark_plan_applied", "close_plan", "swap_lease",
+    "cas_write", "cas_delete", "audit.record", "audit.drop", "links.add", "cursors.set",
+    "plans.mark_applied", "plans.close", "cursors.swap_lease",
 )  # fmt: skip
 
 
@@ -96,8 +97,12 @@ def _arm_kill(store: Any) -> list[int]:
 
         return wrapped
 
-    for name in COMMITTING:
-        setattr(store, name, wrap(getattr(store, name)))
+    for path in COMMITTING:
+        *parts, name = path.split(".")
+        owner = store
+        for part in parts:
+            owner = getattr(owner, part)
+        setattr(owner, name, wrap(getattr(owner, name)))
     return seen
 
 

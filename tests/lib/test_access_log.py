@@ -58,10 +58,10 @@ def test_fold_applies_once_without_bumping_version(store: MemoryStore) -> None:
     rows = {r["id"]: r for r in store.get_many([a["id"], b["id"]])}
     assert (rows[a["id"]]["access_count"], rows[b["id"]]["access_count"]) == (4, 1)
     assert {r["version"] for r in rows.values()} == {1}
-    assert store.access_log.count_rows() == 0
-    log_versions = versions(store.access_log)
+    assert store.access_log.table.count_rows() == 0
+    log_versions = versions(store.access_log.table)
     assert store.fold_access("alice").entries == 0
-    assert versions(store.access_log) == log_versions  # an idle fold commits nothing
+    assert versions(store.access_log.table) == log_versions  # an idle fold commits nothing
 
 
 def test_fold_is_scoped_to_its_agent(store: MemoryStore) -> None:
@@ -93,7 +93,7 @@ def test_racing_folds_apply_each_read_once(store_uri: str, settings: Settings) -
         t.join()
     assert sum(f.entries for f in folds) == 100
     counts = [r["access_count"] for r in store.get_many([r["id"] for r in rows])]
-    assert counts == [5] * 20 and store.access_log.count_rows() == 0  # every row the same: order is moot
+    assert counts == [5] * 20 and store.access_log.table.count_rows() == 0  # every row the same: order is moot
 
 
 def test_reads_logged_during_a_fold_wait_for_the_next(store: MemoryStore, monkeypatch: Any) -> None:
@@ -116,11 +116,11 @@ def test_reads_logged_during_a_fold_wait_for_the_next(store: MemoryStore, monkey
 def test_a_dead_folds_claims_are_dropped_not_applied(store: MemoryStore) -> None:
     a = store.remember("alice", "The build uses make").memory
     store.log_access([a])
-    store.access_log.update(where="true", values_sql={"claimed_by": "'dead'", "claimed_at": "now()"})
+    store.access_log.table.update(where="true", values_sql={"claimed_by": "'dead'", "claimed_at": "now()"})
     assert store.fold_access("alice").dropped_stale_claims == 0  # still fresh: maybe a live fold
     fold = store.fold_access("alice", now=utcnow() + timedelta(hours=2))
     assert (fold.dropped_stale_claims, fold.applied) == (1, 0)
-    assert store.access_log.count_rows() == 0 and store.get(a["id"], track_access=False)["access_count"] == 0
+    assert store.access_log.table.count_rows() == 0 and store.get(a["id"], track_access=False)["access_count"] == 0
 
 
 def test_promotion_and_maintenance_fold_the_log(store: MemoryStore) -> None:
@@ -132,7 +132,7 @@ def test_promotion_and_maintenance_fold_the_log(store: MemoryStore) -> None:
     assert row["tier"] == "ltm" and row["access_count"] == 3
     store.get(stm["id"])
     report = store.maintain()
-    assert report.accesses_folded == 1 and store.access_log.count_rows() == 0
+    assert report.accesses_folded == 1 and store.access_log.table.count_rows() == 0
 
 
 def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings: Settings) -> None:

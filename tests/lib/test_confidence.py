@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -50,7 +51,8 @@ def test_competition_matches_the_formula():
     comp=st.floats(0.0, 5.0),
     rate=st.floats(0.0, 0.2),
     steps=st.integers(1, 48),
-    days=st.floats(0.0, 30.0),
+    # no subnormal days: days / steps would underflow to 0 and 0 ** 0 == 1 undoes a full decay
+    days=st.floats(0.0, 30.0, allow_subnormal=False),
 )
 def test_decay_composes_for_a_fixed_neighbourhood(conf, comp, rate, steps, days):
     c, m = np.array([conf]), np.array([comp])
@@ -199,3 +201,22 @@ def test_a_killed_run_resumes_with_its_now_after_its_last_batch(store):
     assert rows["a1"]["version"] == 1 and rows["b1"]["version"] == 1  # done before the kill: not rewritten
     assert rows["c1"]["decayed_at"] == then and rows["d1"]["decayed_at"] == then  # the run's own now
     assert store.get_cursor("confidence_decay", "a")["done"] is True
+
+
+def test_tier_ranges_partition_the_unit_interval_as_confidence_tier_does(store):
+    # the recall filter (SQL from CONFIDENCE_TIERS) and health's confidence_tier come from one definition:
+    # every boundary and a grid between them land in exactly one tier, the same one both ways
+    points = sorted({i / 20 for i in range(21)} | {0.85, 0.7, 0.4, 0.8500001, 0.6999999, 0.3999999})
+    for i, c in enumerate(points):
+        # a distinct made-up word per row, so write-time dedup keeps every point
+        word = hashlib.sha1(str(i).encode()).hexdigest()[:12]
+        store.remember("grid", f"grid point {word}", memory_id=f"g{i}", confidence=c)
+    for name, r in CONFIDENCE_TIERS.items():
+        inside = {
+            f"g{i}"
+            for i, c in enumerate(points)
+            if (c > r.low or (r.low_inclusive and c == r.low)) and (c < r.high or (r.high_inclusive and c == r.high))
+        }
+        assert inside == {f"g{i}" for i, c in enumerate(points) if confidence_tier(c) == name}
+        hits = store.recall("grid", "grid point", tiers=[name], k=100, track_access=False)
+        assert {h.memory["id"] for h in hits} == inside, name

@@ -22,7 +22,7 @@ def store(tmp_path: Path, settings: Settings) -> MemoryStore:
 
 
 def unchanged(store: MemoryStore) -> tuple[int, int]:
-    return store.memories.version, store.audit.count_rows()
+    return store.memories.version, store.audit.table.count_rows()
 
 
 def merged(store: MemoryStore) -> tuple[str, str, str]:

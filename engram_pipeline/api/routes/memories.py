@@ -61,7 +61,7 @@ def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: R
         response.status_code = 200
     return RememberResponse(
         memory=MemoryOut.of(result.memory),
-        outcome=result.outcome,  # type: ignore[arg-type]
+        outcome=result.outcome,
         score=result.score,
         contradictions=list(result.contradictions),
     )

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engram_pipeline.model import CONFIDENCE_TIERS, Memory, utcnow
+from engram_pipeline.model import CONFIDENCE_TIERS, INTERNAL_COLUMNS, Memory, utcnow
 from engram_pipeline.scoring import significance
 from engram_pipeline.store.errors import InvalidInput
 from engram_pipeline.store.sql import eq, lit
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 MAX_K = 100
 # What ``with_vectors=False`` leaves out: the vector, and the CAS write token no reader uses. Every column
 # read costs recall about 0.15 ms at 100k rows (``bench/bench_recall_latency.py``).
-_NOT_SERVED = ("vector", "write_token")
+_NOT_SERVED = INTERNAL_COLUMNS
 
 
 MAX_EVIDENCE = 10
@@ -85,11 +85,7 @@ def visibility_filter(
         unknown = set(tiers) - set(CONFIDENCE_TIERS)
         if unknown or not tiers:
             raise InvalidInput(f"tiers must be among {', '.join(CONFIDENCE_TIERS)}; got {sorted(unknown) or '[]'}")
-        ranges = []
-        for t in tiers:
-            lo, hi, hi_inclusive = CONFIDENCE_TIERS[t]
-            ranges.append(f"(confidence >= {lo!r} AND confidence {'<=' if hi_inclusive else '<'} {hi!r})")
-        conds.append("(" + " OR ".join(ranges) + ")")
+        conds.append("(" + " OR ".join(CONFIDENCE_TIERS[t].sql() for t in tiers) + ")")
     if min_confidence is not None:
         min_confidence = check_unit("min_confidence", min_confidence)
         conds.append(f"confidence >= {float(min_confidence)!r}")

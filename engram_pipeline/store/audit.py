@@ -1,0 +1,120 @@
+"""The audit table: one event per change worth answering for, with the full pre-image of any row a pass took
+out of recall (``before``). It survives the deletion of the memory, and ``restore`` reads it.
+
+Append-mostly, one commit per batch of events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from engram_pipeline.model import AUDIT_SCHEMA, Memory, row_from_json, row_to_json, rows_to_table, utcnow
+from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.sql import eq, in_list
+
+# Audit actions after which ``restore`` may bring a row back.
+HidingAction = Literal["prune", "merge", "supersede", "archive", "delete"]
+HIDING_ACTIONS: tuple[HidingAction, ...] = ("prune", "merge", "supersede", "archive", "delete")
+AuditEvent = dict[str, Any]  # a row of AUDIT_SCHEMA
+
+
+class AuditLog:
+    """The ``audit`` table and the reads and writes of its events."""
+
+    def __init__(self, table: Any, memory_schema: pa.Schema) -> None:
+        self.table = table
+        self.memory_schema = memory_schema
+
+    def record(self, events: Sequence[AuditEvent], *, actor: str, run_id: str | None = None) -> None:
+        """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text).
+
+        An event may carry its own ``event_id``: events with ids already in the table are not added again, so
+        a write-ahead audit that a resumed pass repeats is recorded once.
+        """
+        if not events:
+            return
+        now = utcnow()
+        rows = []
+        for e in events:
+            rows.append(
+                {
+                    "event_id": e.get("event_id") or uuid.uuid4().hex,
+                    "memory_id": e["memory_id"],
+                    "agent_id": e["agent_id"],
+                    "action": e["action"],
+                    "actor": actor,
+                    "run_id": run_id,
+                    "at": now,
+                    "before": self._image(e.get("before")),
+                    "after": self._image(e.get("after")),
+                }
+            )
+        table = rows_to_table(rows, AUDIT_SCHEMA)
+        if any(e.get("event_id") for e in events):
+            _with_retry(lambda: self.table.merge_insert("event_id").when_not_matched_insert_all().execute(table))
+        else:
+            _with_retry(lambda: self.table.add(table))
+
+    def drop(self, event_ids: Sequence[str]) -> None:
+        """Remove write-ahead events whose change did not happen (the row moved before the commit)."""
+        if event_ids:
+            _with_retry(lambda: self.table.delete(f"event_id IN {in_list(event_ids)}"))
+
+    def _image(self, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        return row_to_json(value, self.memory_schema)
+
+    def events(self, memory_id: str) -> list[AuditEvent]:
+        """Every audit event of one memory, oldest first."""
+        rows = self.table.search().where(eq("memory_id", memory_id)).limit(None).to_arrow().to_pylist()
+        return sorted(rows, key=lambda r: (r["at"], r["event_id"]))
+
+    def last_pre_image(self, memory_id: str) -> tuple[Memory, AuditEvent] | None:
+        """The pre-image of the newest event that took the row out of recall, and that event."""
+        events = [e for e in self.events(memory_id) if e["action"] in HIDING_ACTIONS and e["before"] is not None]
+        if not events:
+            return None
+        event = events[-1]
+        return row_from_json(event["before"], self.memory_schema), event
+
+    def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
+        """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
+        found: set[str] = set()
+        for start in range(0, len(memory_ids), 1000):
+            chunk = memory_ids[start : start + 1000]
+            where = f"memory_id IN {in_list(chunk)} AND {eq('action', action)} AND {eq('run_id', run_id)}"
+            rows = self.table.search().where(where).select(["memory_id"]).limit(None).to_arrow()
+            found.update(rows["memory_id"].to_pylist())
+        return found
+
+    def for_agent(
+        self,
+        agent_id: str,
+        *,
+        actions: Iterable[str] | None = None,
+        memory_ids: Sequence[str] | None = None,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The agent's events (those of ``actions``, of ``memory_ids``, passing ``where``, extra SQL the caller
+        has quoted), as an Arrow table of ``columns`` (default: all)."""
+        cond = eq("agent_id", agent_id)
+        if actions is not None:
+            cond += f" AND action IN {in_list(actions)}"
+        if where:
+            cond += f" AND ({where})"
+        if memory_ids is not None and not memory_ids:
+            return AUDIT_SCHEMA.empty_table().select(list(columns or AUDIT_SCHEMA.names))
+        chunks = [None] if memory_ids is None else [memory_ids[i : i + 1000] for i in range(0, len(memory_ids), 1000)]
+        parts = []
+        for chunk in chunks:
+            q = self.table.search().where(cond if chunk is None else f"{cond} AND memory_id IN {in_list(chunk)}")
+            if columns is not None:
+                q = q.select(list(columns))
+            parts.append(q.limit(None).to_arrow())
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)

@@ -1,0 +1,62 @@
+"""The cursors table: where each pass got to for each agent, and the leases that keep one run per scope."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
+from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.sql import eq, lit
+
+LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
+
+
+class Cursors:
+    """The ``cursors`` table: pass cursors (JSON state per pass and agent) and leases."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def get(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
+        rows = self.table.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
+        return json.loads(rows[0]["cursor"]) if rows and rows[0]["cursor"] else None
+
+    def set(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
+        row = {
+            "key": f"{pass_name}/{agent_id}",
+            "pass_name": pass_name,
+            "agent_id": agent_id,
+            "cursor": None if cursor is None else json.dumps(cursor, sort_keys=True, default=str),
+            "updated_at": utcnow(),
+        }
+        table = rows_to_table([row], CURSOR_SCHEMA)
+        _with_retry(
+            lambda: (
+                self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
+            )
+        )
+
+    def lease_holder(self, key: str) -> str | None:
+        """The holder (JSON text) of lease ``key``, None when it is free; creates the free row on first use.
+
+        Two processes that both create the row may leave two free rows (a racing ``merge_insert`` insert can
+        duplicate a key); :meth:`swap_lease` updates every row of the key at once, so they stay identical.
+        """
+        cond = eq("key", LEASE_PREFIX + key)
+        rows = self.table.search().where(cond).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        if not rows:
+            row = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "cursor": None}
+            table = rows_to_table([{**row, "updated_at": utcnow()}], CURSOR_SCHEMA)
+            _with_retry(lambda: self.table.merge_insert("key").when_not_matched_insert_all().execute(table))
+            return self.lease_holder(key)
+        held = [r for r in rows if r is not None]
+        return held[0] if held else None
+
+    def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
+        """Compare-and-set lease ``key`` from ``expected`` (None: free) to ``holder``; True if it applied."""
+        cond = eq("key", LEASE_PREFIX + key) + (
+            " AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}"
+        )
+        result = _with_retry(lambda: self.table.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
+        return int(result.rows_updated) > 0

@@ -1,0 +1,55 @@
+"""The typed memory record and the Arrow schema are one record, and the column lists are derived from them."""
+
+from __future__ import annotations
+
+import inspect
+from typing import get_args, get_type_hints
+
+import pytest
+
+from engram_pipeline.importer import EXPORT_COLUMNS, STORE_FIELDS
+from engram_pipeline.model import (
+    INTERNAL_COLUMNS,
+    KINDS,
+    MEMORY_COLUMNS,
+    SERVED_COLUMNS,
+    STATUSES,
+    MemoryRecord,
+    Status,
+    memory_schema,
+)
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import InvalidInput
+from engram_pipeline.store.rows import INPUT_FIELDS, build_row
+from engram_pipeline.store.validation import check_choice
+
+
+def test_the_record_has_the_schemas_columns_in_order() -> None:
+    assert tuple(memory_schema(8).names) == MEMORY_COLUMNS
+    nullable = {f.name for f in memory_schema(8) if not f.nullable}
+    hints = get_type_hints(MemoryRecord)
+    # A column the schema holds not-null is not optional in the record.
+    assert all(type(None) not in get_args(hints[c]) for c in nullable)
+
+
+def test_a_new_row_is_a_whole_record_but_its_vector() -> None:
+    row = build_row(Settings().replace(embedder="hashing"), "alice", "User prefers tea")
+    assert tuple(row) == tuple(c for c in MEMORY_COLUMNS if c != "vector")
+
+
+def test_the_importer_fields_partition_the_served_columns() -> None:
+    params = set(inspect.signature(build_row).parameters) - {"settings", "memory_id"}
+    assert params | {"id"} == INPUT_FIELDS
+    assert set(EXPORT_COLUMNS) == set(SERVED_COLUMNS) - {"content_hash"}
+    assert STORE_FIELDS | (INPUT_FIELDS - {"ttl_s"}) == set(EXPORT_COLUMNS)
+    assert not set(INTERNAL_COLUMNS) & set(EXPORT_COLUMNS)
+
+
+def test_statuses_are_the_literal() -> None:
+    assert get_args(Status) == STATUSES
+
+
+def test_check_choice_returns_the_choice_or_refuses() -> None:
+    assert check_choice("kind", "semantic", KINDS) == "semantic"
+    with pytest.raises(InvalidInput, match="kind must be one of episodic, semantic"):
+        check_choice("kind", "other", KINDS)

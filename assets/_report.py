@@ -107,27 +107,35 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=json_value))
 
 
-REVIEW_SCHEMA = TableSchema(
-    columns=[
-        TableColumn("cluster", "int"),
+# The typed table is what a reviewer reads on the asset page, in a pane about 670 px wide on a 1600 px screen,
+# so the content column must get the room: besides the content, only short columns and the plan id (what the
+# apply config names), which breaks at its hyphens. The judge's reasons and the memory ids are in the Markdown
+# view (``review``); an apply's table shows each row's outcome instead of the similarity reviewed before.
+REVIEW_COLUMNS = {
+    c.name: c
+    for c in (
+        TableColumn("cluster", "int", description="the number to reject it by (apply config: reject)"),
         TableColumn("role", "string", description="canonical (kept) or member (to be superseded by it)"),
         TableColumn("content", "string"),
-        TableColumn("similarity", "float", description="cosine to the canonical"),
-        TableColumn("reason", "string"),
-        TableColumn("outcome", "string", description="after an apply: merged, skipped_concurrent_edit, ..."),
-        TableColumn("memory_id", "string"),
-    ]
-)
+        TableColumn("similarity", "float", description="cosine to the canonical (the judge's reason: see review)"),
+        TableColumn("outcome", "string", description="merged, rejected, skipped_concurrent_edit, ..."),
+        TableColumn("plan_id", "string", description="the plan to apply (apply config: plan_id)"),
+    )
+}
+PLAN_TABLE = ("cluster", "role", "content", "similarity", "plan_id")
+APPLY_TABLE = ("cluster", "role", "content", "outcome", "plan_id")
 
 
 def merge_review(report: Any) -> dict[str, Any]:
-    """The corpus-merge plan as a reviewer reads it: per cluster the canonical's content, each member's
-    content and similarity; as a markdown table (``review``) and a typed table (``review_table``)."""
-    rows = review_rows(report.per_cluster)
+    """The corpus-merge plan as a reviewer reads it: per numbered cluster the canonical's content, each
+    member's content and similarity; as a markdown table (``review``, with memory ids) and a typed table
+    (``review_table``, with the plan id)."""
+    rows = review_rows(report.per_cluster, plan_id=report.plan_id or "")
+    rejected = f", clusters {', '.join(map(str, report.rejected))} rejected" if report.rejected else ""
     heading = (
         f"**Plan `{report.plan_id}`**: {report.clusters} clusters, {report.merged} members "
         f"{'to merge (dry run)' if report.dry_run else 'merged'}, "
-        f"{report.skipped_concurrent_edit} skipped (changed since the review)"
+        f"{report.skipped_concurrent_edit} skipped (changed since the review){rejected}"
     )
     lines = [heading, "", "| cluster | role | content | similarity | reason | outcome | memory id |"]
     lines.append("|---:|---|---|---:|---|---|---|")
@@ -141,14 +149,20 @@ def merge_review(report: Any) -> dict[str, Any]:
     return {
         "plan_id": MetadataValue.text(report.plan_id or ""),
         "review": MetadataValue.md("\n".join(lines)),
-        "review_table": MetadataValue.table([TableRecord(r) for r in rows], schema=REVIEW_SCHEMA),
+        "review_table": review_table(rows, PLAN_TABLE if report.dry_run else APPLY_TABLE),
     }
 
 
-def review_rows(per_cluster: Any) -> list[dict[str, Any]]:
-    """One row for each canonical and each member, cluster by cluster."""
+def review_table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Any:
+    schema = TableSchema(columns=[REVIEW_COLUMNS[c] for c in columns])
+    return MetadataValue.table([TableRecord({c: r[c] for c in columns}) for r in rows], schema=schema)
+
+
+def review_rows(per_cluster: Any, *, plan_id: str = "") -> list[dict[str, Any]]:
+    """One row for each canonical and each member, cluster by cluster (numbered as in the plan)."""
     rows: list[dict[str, Any]] = []
-    for n, cluster in enumerate(per_cluster, start=1):
+    for cluster in per_cluster:
+        n = int(cluster["cluster"])
         rows.append(
             {
                 "cluster": n,
@@ -157,6 +171,7 @@ def review_rows(per_cluster: Any) -> list[dict[str, Any]]:
                 "similarity": None,
                 "reason": "",
                 "outcome": cluster.get("outcome", ""),
+                "plan_id": plan_id,
                 "memory_id": cluster["canonical_id"],
             }
         )
@@ -169,6 +184,7 @@ def review_rows(per_cluster: Any) -> list[dict[str, Any]]:
                     "similarity": round_float(float(m["similarity"])),
                     "reason": str(m.get("reason") or ""),
                     "outcome": m.get("outcome", ""),
+                    "plan_id": plan_id,
                     "memory_id": m["id"],
                 }
             )

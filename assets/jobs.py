@@ -1,7 +1,8 @@
 """Jobs: what each schedule runs, one agent partition per run, plus the whole pipeline for ``make demo``.
 
 Applying a corpus merge is never part of a scheduled job: it is ``corpus_merge_apply_job``, launched by a
-person with the reviewed plan id (``ops: {corpus_merge_apply: {config: {plan_id: ...}}}`` in the launchpad).
+person with the reviewed plan id and the clusters to reject
+(``ops: {corpus_merge_apply: {config: {plan_id: ..., reject: [2]}}}`` in the launchpad), or ``discard: true``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ corpus_merge_plan_job = define_asset_job(
 corpus_merge_apply_job = define_asset_job(
     "corpus_merge_apply_job",
     AssetSelection.assets(corpus_merge_apply),
-    description="Apply exactly one reviewed plan (config plan_id; empty: the partition's latest pending plan).",
+    description="Apply exactly one reviewed plan (config plan_id, and reject: cluster numbers not to merge), "
+    "or discard it (discard: true).",
 )
 health_job = define_asset_job(
     "health_job",

@@ -44,6 +44,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
         ["--memories", "100000", "--agents", "100", "--minilm"],
     ),
     "merge_quality": (["--limit", "200"], ["--limit", "0"]),
+    "merge_review": (["--n", "5000"], ["--n", "20000"]),
     "backfill": (["--agents", "4"], ["--agents", "20"]),
     "consolidation_quality": (["--episodes", "2000", "--repeats", "1"], ["--episodes", "10000"]),
     "decay_safety": (["--embedder", "hashing", "--agents", "3", "--sessions", "6", "--turns", "20"], []),

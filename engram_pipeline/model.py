@@ -29,7 +29,7 @@ Kind = Literal["episodic", "semantic", "procedural", "schema"]
 Source = Literal["user", "agent", "tool", "derived", "inferred"]
 Outcome = Literal["success", "failure"]
 Status = Literal["active", "stale", "contradicted", "superseded", "archived"]
-PlanStatus = Literal["pending", "applied"]
+PlanStatus = Literal["pending", "applied", "discarded", "expired"]
 LinkRel = Literal["duplicate-of", "contradicts", "derived-from", "supersedes"]
 
 TIERS: tuple[Tier, ...] = get_args(Tier)
@@ -166,7 +166,7 @@ PLAN_SCHEMA = pa.schema(
         pa.field("applied_at", TS),
         pa.field("run_id", pa.string()),
         pa.field("body", pa.string()),  # JSON: clusters with canonical, members, scores, member versions
-        pa.field("result", pa.string()),  # JSON report of the apply
+        pa.field("result", pa.string()),  # JSON: the apply's report, or who discarded it / which plan expired it
     ]
 )
 

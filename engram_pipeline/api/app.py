@@ -32,6 +32,7 @@ from engram_pipeline.store import (
     MemoryNotFound,
     MemoryStore,
     NothingToRestore,
+    PlanClosed,
     PlanNotFound,
     UnknownAgent,
     VersionConflict,
@@ -100,6 +101,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         (InvalidInput, 422),
         (MemoryNotFound, 404),
         (PlanNotFound, 404),
+        (PlanClosed, 409),
         (UnknownAgent, 404),
         (NothingToRestore, 409),
     )

@@ -120,6 +120,7 @@ RecallBody = Annotated[RecallRequest, Depends(get_recall_body)]
 
 MemoryIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 AgentIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+PlanIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 
 
 def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:

@@ -3,18 +3,19 @@
 Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_memory`` (both need
 ``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
 ``promote_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
-applying names a reviewed ``planId`` and needs a server started with ``--admin``) and ``get_health``. The
-embedder is loaded before the server reads its first request.
+applying names a reviewed ``planId`` and needs a server started with ``--admin``), ``discard_merge_plan``
+(admin too) and ``get_health``. The embedder is loaded before the server reads its first request.
 
 Naming: tools are ``verb_noun`` in snake_case, arguments camelCase (the HTTP API and the Python client are
 snake_case throughout). Every argument has a description, and its bounds are in the schema (``k`` 1..100,
 unit floats 0..1, versions from 1); every tool says whether it only reads, adds, or changes what is there
 (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``).
 
-``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId``
-returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and applies exactly it, and
-only on a server started with ``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its
-own memories away unreviewed.
+``consolidate_corpus`` plans by default (``dryRun`` true: a plan is stored for review and its ``planId`` and
+numbered clusters returned). Applying (``dryRun`` false) takes the ``planId`` of the reviewed plan and the
+numbers of the clusters to ``reject``, and applies exactly it but those, and only on a server started with
+``admin=True`` (``engram mcp --agent A --admin``): an agent cannot merge its own memories away unreviewed.
+A discarded or expired plan is a ``CONFLICT`` error, and nothing is written.
 
 Arguments are strictly typed (``true`` is not ``1``, ``"5"`` is not a number); their values are checked by
 the store (:mod:`engram_pipeline.store.validation`), whose refusals are ``INVALID_INPUT`` errors naming the
@@ -34,6 +35,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline import lifecycle
 from engram_pipeline.api.models import MemoryOut
+from engram_pipeline.lifecycle.merge_review import discard_plan
 from engram_pipeline.model import Kind
 from engram_pipeline.reporting import health_json
 from engram_pipeline.reporting import report_json as as_json
@@ -43,6 +45,7 @@ from engram_pipeline.store import (
     MemoryNotFound,
     MemoryStore,
     NothingToRestore,
+    PlanClosed,
     PlanNotFound,
     RestoreConflict,
     VersionConflict,
@@ -114,6 +117,8 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
                 ) from None
             except (MemoryNotFound, NothingToRestore, PlanNotFound) as exc:
                 raise ToolError(f"NOT_FOUND: {exc}") from None
+            except PlanClosed as exc:
+                raise ToolError(f"CONFLICT: {exc}") from None
             except InvalidInput as exc:
                 raise ToolError(f"INVALID_INPUT: {exc}") from None
 
@@ -262,33 +267,55 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         known()
         return as_json(guarded(lambda: lifecycle.promote_stm(store, agent_id))())
 
+    def reviewed_plan(planId: str | None, verb: str) -> str:
+        """``planId``, an admin's, of a plan of this agent (else the tool error that says why)."""
+        if not admin:
+            raise ToolError(
+                f"FORBIDDEN: {verb} a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
+                "ask an operator to review the plan"
+            )
+        if planId is None:
+            raise ToolError(f"INVALID_INPUT: {verb} needs planId, the plan_id a dry run returned and was reviewed")
+        found = store.get_plan(planId)
+        if found is None or found["agent_id"] != agent_id:
+            raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
+        return planId
+
     @server.tool(
         description="Plan merging near-duplicate memories: dryRun (the default) stores a plan for review and "
-        "returns its plan_id. dryRun=false with planId applies exactly the reviewed plan (admin servers only).",
+        "returns its plan_id and numbered clusters. dryRun=false with planId applies exactly the reviewed plan "
+        "but the clusters whose numbers are in reject (admin servers only); rejected clusters are not proposed "
+        "again while their memories keep their content.",
         annotations=EDIT,  # applying supersedes (hides) the merged members; restore_memory undoes it
     )
     def consolidate_corpus(
         dryRun: Annotated[StrictBool, _arg("true: only plan and store the plan for review")] = True,
         planId: Annotated[StrictStr | None, _arg("the reviewed plan to apply (with dryRun false)")] = None,
+        reject: Annotated[
+            list[StrictInt] | None,
+            _arg("numbers (from 1) of the plan's clusters not to merge, with dryRun false; not proposed again"),
+        ] = None,
     ) -> dict[str, Any]:
         known()
         if dryRun:
-            if planId is not None:
-                raise ToolError("INVALID_INPUT: planId is only used to apply: send dryRun=false with it")
+            if planId is not None or reject:
+                raise ToolError("INVALID_INPUT: planId and reject are only used to apply: send dryRun=false")
             plan = lifecycle.consolidate_corpus
             return as_json(guarded(lambda: plan(store, agent_id, dry_run=True))())
-        if not admin:
-            raise ToolError(
-                "FORBIDDEN: applying a merge plan needs an admin MCP server (engram mcp --agent A --admin); "
-                "ask an operator to review the plan and apply it"
-            )
-        if planId is None:
-            raise ToolError("INVALID_INPUT: applying needs planId, the plan_id a dry run returned and was reviewed")
-        found = store.get_plan(planId)
-        if found is None or found["agent_id"] != agent_id:
-            raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
+        reviewed = reviewed_plan(planId, "applying")
         apply = lifecycle.apply_corpus_merge
-        return as_json(guarded(lambda: apply(store, agent_id, planId))())
+        return as_json(guarded(lambda: apply(store, agent_id, reviewed, reject=reject or [], actor=actor))())
+
+    @server.tool(
+        description="Discard a pending merge plan whole (admin servers only): nothing is merged, and a later "
+        "plan may propose its clusters again.",
+        annotations=EDIT,
+    )
+    def discard_merge_plan(
+        planId: Annotated[StrictStr, _arg("the pending plan to discard, as a dry run returned it")],
+    ) -> dict[str, Any]:
+        reviewed = reviewed_plan(planId, "discarding")
+        return as_json(guarded(lambda: discard_plan(store, agent_id, reviewed, actor=actor))())
 
     @server.tool(
         description="Counts by status, tier and confidence tier, and what the passes last did.", annotations=READ

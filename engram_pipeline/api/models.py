@@ -216,20 +216,27 @@ class PromoteRequest(Request):
 
 
 class CorpusMergeRequest(Request):
-    """A dry run (the default) stores a plan and returns its ``plan_id`` for review; ``dry_run: false`` with
-    that ``plan_id`` applies exactly the reviewed plan (never a fresh one)."""
+    """A dry run (the default) stores a plan and returns its ``plan_id`` and numbered clusters for review;
+    ``dry_run: false`` with that ``plan_id`` applies exactly the reviewed plan (never a fresh one) but the
+    clusters numbered in ``reject``."""
 
     dry_run: bool = Field(
         default=True, description="plan only (default); false applies exactly the reviewed plan named by plan_id"
     )
     plan_id: Id | None = Field(default=None, description="the reviewed plan to apply (with dry_run: false)")
+    reject: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[],
+        max_length=10_000,
+        description="numbers of the plan's clusters not to merge (per_cluster[].cluster); recorded, and not "
+        "proposed again while their memories keep their content",
+    )
 
     @model_validator(mode="after")
     def _apply_names_its_plan(self) -> CorpusMergeRequest:
         if not self.dry_run and self.plan_id is None:
             raise ValueError("applying needs the plan_id of the reviewed plan (a dry run stores one and returns it)")
-        if self.dry_run and self.plan_id is not None:
-            raise ValueError("plan_id is only used to apply: send dry_run: false with it")
+        if self.dry_run and (self.plan_id is not None or self.reject):
+            raise ValueError("plan_id and reject are only used to apply: send dry_run: false with them")
         return self
 
 

@@ -67,6 +67,7 @@ for name, fn in (
     ("contradictions", passes.contradictions),
     ("neighbour-graph", passes.neighbour_graph),
     ("consolidate-corpus", passes.consolidate_corpus),
+    ("discard-plan", passes.discard_plan),
     ("consolidate", passes.consolidate),
     ("health", passes.health),
     ("maintain", passes.maintain),

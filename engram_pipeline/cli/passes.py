@@ -1,5 +1,5 @@
 """Lifecycle pass commands: decay, decay-confidence, promote, contradictions, neighbour-graph,
-consolidate-corpus, consolidate, health, maintain.
+consolidate-corpus (and discard-plan), consolidate, health, maintain.
 
 Each runs one library function per agent (``--agent A``, repeatable, or ``--all-agents``) and prints its
 frozen report (serialised by :mod:`engram_pipeline.reporting`): a table with one row per agent, or with
@@ -95,6 +95,16 @@ def promote(ctx: typer.Context, agent: AgentsOpt = None, all_agents: AllOpt = Fa
     _run(st, _agents(st, agent, all_agents), lambda a: fn(st.store, a))
 
 
+PlanOpt = Annotated[
+    str | None, typer.Option(help="the reviewed plan to apply (default: the agent's only pending plan)")
+]
+RejectOpt = Annotated[
+    str | None,
+    typer.Option(metavar="N,N", help="with --apply --plan-id: the numbers of the clusters not to merge, e.g. 2,5"),
+]
+ACTOR = "cli"  # who rejected clusters or discarded a plan, in the audit
+
+
 def consolidate_corpus(
     ctx: typer.Context,
     agent: AgentsOpt = None,
@@ -102,22 +112,28 @@ def consolidate_corpus(
     apply: Annotated[
         bool, typer.Option("--apply", help="applies exactly the reviewed plan (default: dry run)")
     ] = False,
-    plan_id: Annotated[
-        str | None, typer.Option(help="the reviewed plan to apply (default: the agent's only pending plan)")
-    ] = None,
+    plan_id: PlanOpt = None,
+    reject: RejectOpt = None,
 ) -> None:
-    """Plan the corpus merge of near-duplicates (dry run), or apply exactly a reviewed plan with --apply.
+    """Plan the corpus merge of near-duplicates (dry run: prints the numbered clusters), or apply exactly a
+    reviewed plan with --apply, rejecting the clusters given with --reject.
 
-    Without --plan-id, --apply takes each agent's only pending plan and says which; an agent with several
-    pending plans is refused (nothing is applied) and its plans are named, so that a plan made after the
-    review is never applied in its place.
+    With --plan-id the agent is the plan's (--agent may be left out). Without --plan-id, --apply takes each
+    agent's only pending plan and says which; an agent with several pending plans, or whose only pending plan
+    expired another, is refused (nothing is applied), so that a plan made after the review is never applied in
+    its place. A rejected cluster is recorded and not proposed again while its memories keep their content.
     """
     st = state(ctx)
     if plan_id is not None and not apply:
         raise CliError("--plan-id is only used with --apply")
-    agents = _agents(st, agent, all_agents)
+    if reject is not None and plan_id is None:
+        raise CliError("--reject numbers the clusters of one reviewed plan: give --apply --plan-id too")
+    numbers = _cluster_numbers(reject)
+    agents = _plan_agent(st, plan_id) if plan_id is not None and not agent and not all_agents else None
+    agents = agents or _agents(st, agent, all_agents)
     if plan_id is not None and len(agents) != 1:
         raise CliError("--plan-id names one agent's plan: give exactly one --agent")
+    reports: dict[str, Any] = {}
     if apply:
         from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, plan_to_apply
 
@@ -127,11 +143,71 @@ def consolidate_corpus(
                 warn(f"agent {a}: no pending corpus-merge plan; nothing to apply")
             elif plan_id is None:
                 warn(f"agent {a}: applying {plan['plan_id']}, its only pending plan")
-        _run(st, agents, lambda a: apply_corpus_merge(st.store, a, (chosen[a] or {}).get("plan_id")))
+
+        def run(a: str) -> Any:
+            chosen_id = (chosen[a] or {}).get("plan_id")
+            reports[a] = apply_corpus_merge(st.store, a, chosen_id, reject=numbers, actor=ACTOR)
+            return reports[a]
+
+        _run(st, agents, run)
     else:
         from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
 
-        _run(st, agents, lambda a: consolidate_corpus(st.store, a, dry_run=True))
+        _run(st, agents, lambda a: reports.setdefault(a, consolidate_corpus(st.store, a, dry_run=True)))
+    if not st.json:
+        for a, report in reports.items():
+            _print_review(a, report)
+
+
+def discard_plan(
+    ctx: typer.Context,
+    plan_id: Annotated[str, typer.Argument(help="the plan to discard (its agent is the plan's)")],
+) -> None:
+    """Discard a pending corpus-merge plan whole: nothing is merged, and nothing is held against its clusters."""
+    st = state(ctx)
+    from engram_pipeline.lifecycle.merge_review import discard_plan as discard
+
+    (agent_id,) = _plan_agent(st, plan_id)
+    _run(st, [agent_id], lambda a: discard(st.store, a, plan_id, actor=ACTOR))
+
+
+def _plan_agent(st: State, plan_id: str) -> list[str]:
+    """The agent of plan ``plan_id`` (an unknown plan is an error that says so)."""
+    from engram_pipeline.store import PlanNotFound
+
+    plan = st.store.get_plan(plan_id)
+    if plan is None:
+        raise PlanNotFound(plan_id)
+    return [str(plan["agent_id"])]
+
+
+def _cluster_numbers(reject: str | None) -> list[int]:
+    """``"2,5"`` as ``[2, 5]``."""
+    if reject is None:
+        return []
+    try:
+        return [int(n) for n in reject.replace(" ", "").split(",") if n]
+    except ValueError:
+        raise CliError(f"--reject takes cluster numbers separated by commas, e.g. 2,5; got {reject!r}") from None
+
+
+def _print_review(agent_id: str, report: Any) -> None:
+    """The plan's numbered clusters, as a reviewer reads them (the numbers are what --reject takes)."""
+    rows: list[dict[str, Any]] = []
+    for c in report.per_cluster:
+        rows.append(
+            {"cluster": c["cluster"], "role": "canonical", "outcome": c.get("outcome"), "content": c["canonical"]}
+        )
+        rows += [
+            {"cluster": c["cluster"], "role": "member", "similarity": m["similarity"], "outcome": m.get("outcome"),
+             "content": m["content"]}
+            for m in c["members"]
+        ]  # fmt: skip
+    if not rows:
+        return
+    typer.echo(f"\nplan {report.plan_id} of agent {agent_id}:")
+    columns = ["cluster", "role", "similarity", *(["outcome"] if not report.dry_run else []), "content"]
+    print_table(rows, columns)
 
 
 def consolidate(

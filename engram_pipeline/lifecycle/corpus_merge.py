@@ -26,6 +26,10 @@ Two steps, so that a person can review what will be hidden before it is:
    links; the plan is then marked applied, and applying it again changes nothing. A killed apply resumes (same
    run id, same ``now``) from what the store holds, row by row, and reports the whole run.
 
+A reviewer may reject clusters of a plan by number when applying it (they are recorded and not proposed
+again while their rows keep their content), or discard a plan whole; storing a plan expires the agent's older
+pending ones. See :mod:`engram_pipeline.lifecycle.merge_review`.
+
 The shells (HTTP, MCP, CLI, Dagster) apply only a plan named by its id (or, on the CLI and in Dagster, the
 agent's only pending plan: with several pending, which one was reviewed is the caller's to say), and only for
 an admin. ``consolidate_corpus(..., dry_run=False)`` plans and applies in one call, unreviewed: it is for
@@ -48,29 +52,42 @@ from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
+from engram_pipeline.lifecycle.merge_review import (
+    APPLY_PASS,
+    expire_superseded,
+    expired_by,
+    plan_of,
+    record_rejections,
+    refuse_closed,
+    rejected_numbers,
+    vetoed_pairs,
+)
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
 from engram_pipeline.similarity import star_clusters
-from engram_pipeline.store.errors import InvalidInput, PlanNotFound
+from engram_pipeline.store.errors import InvalidInput
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 PLAN_PASS = "corpus_merge"
-APPLY_PASS = "corpus_merge_apply"
+__all__ = ["APPLY_PASS", "apply_corpus_merge", "consolidate_corpus", "plan_clusters", "plan_to_apply"]
 ACTOR = "corpus_consolidation"
 BATCH_CLUSTERS = 500
 COUNTS = ("clusters", "merged", "skipped_concurrent_edit")
 # Nearest candidates per row the judge sees: a pair is judged when it is among the nearest of either side.
 CANDIDATES_PER_ROW = 8
 _COLUMNS = [
-    "id", "kind", "content", "status", "contradiction_with", "importance", "created_at", "pinned", "version",
+    "id", "kind", "content", "content_hash", "status", "contradiction_with", "importance", "created_at", "pinned",
+    "version",
 ]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CorpusMergeReport:
     """A plan (``dry_run``) or an apply. ``merged`` counts members (planned to be, or actually) superseded;
-    ``per_cluster`` is what a reviewer reads: canonical and member contents with their similarities."""
+    ``per_cluster`` is what a reviewer reads: each cluster's number, canonical and member contents with their
+    similarities. ``rejected``: the cluster numbers the reviewer rejected (an apply); ``expired``: the older
+    pending plans this plan expired."""
 
     scanned: int
     clusters: int
@@ -81,6 +98,8 @@ class CorpusMergeReport:
     per_cluster: tuple[dict[str, Any], ...]
     plan_id: str | None
     judge: str = ""  # the judge that decided the plan's merges (a plan's report only)
+    rejected: tuple[int, ...] = ()
+    expired: tuple[str, ...] = ()
 
 
 def consolidate_corpus(
@@ -95,7 +114,8 @@ def consolidate_corpus(
     """Plan the agent's corpus merge and store the plan; with ``dry_run=False`` apply it too.
 
     ``graph`` is the agent's precomputed neighbour graph (any floor at or below the merge threshold). A plan
-    identical to the agent's latest pending one is not stored twice: that plan's id is reported.
+    identical to the agent's latest pending one is not stored twice: that plan's id is reported. The agent's
+    pending plans older than the plan reported expire (see :mod:`~engram_pipeline.lifecycle.merge_review`).
     """
     cursor = PassCursor.start(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
     judge = get_judge(store)
@@ -111,6 +131,7 @@ def consolidate_corpus(
             "clusters": clusters,
         }
         plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
+    expired = expire_superseded(store, agent_id, plan_id)
     state = cursor.finish(plan_id=plan_id, clusters=len(clusters))
     if not dry_run:
         applied = apply_corpus_merge(store, agent_id, plan_id, now=cursor.now, run_id=cursor.run_id)
@@ -122,9 +143,10 @@ def consolidate_corpus(
         skipped_concurrent_edit=0,
         cursor=state,
         dry_run=True,
-        per_cluster=tuple(_review(c) for c in clusters),
+        per_cluster=tuple(_review(n, c) for n, c in enumerate(clusters, start=1)),
         plan_id=plan_id,
         judge=judge.name,
+        expired=expired,
     )
 
 
@@ -147,6 +169,11 @@ def plan_clusters(
     keep = pa.array(ids, pa.string())
     pairs = band(graph, judge.floor)
     pairs = pairs.filter(pc.and_(pc.is_in(pairs["src_id"], value_set=keep), pc.is_in(pairs["dst_id"], value_set=keep)))
+    # A pair of one cluster a reviewer rejected is not a candidate while both rows keep the rejected content.
+    vetoed = vetoed_pairs(store, agent_id, dict(zip(ids, mergeable["content_hash"].to_list(), strict=True)))
+    if vetoed and pairs.num_rows:
+        ends = zip(pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), strict=True)
+        pairs = pairs.filter(pa.array([frozenset(e) not in vetoed for e in ends]))
     pairs = nearest_per_row(pairs, CANDIDATES_PER_ROW)
     if pairs.num_rows == 0:
         return frame.height, []
@@ -224,12 +251,19 @@ def apply_corpus_merge(
     now: datetime | None = None,
     run_id: str | None = None,
     batch_size: int = BATCH_CLUSTERS,
+    reject: Iterable[int] = (),
+    actor: str = "reviewer",
 ) -> CorpusMergeReport:
     """Apply exactly the stored plan ``plan_id`` (default: the agent's only pending plan); see the module doc.
 
+    ``reject``: numbers of clusters not to merge (1-based, in plan order: the review table's ``cluster``); they
+    are recorded as rejected by ``actor`` and not proposed again while their rows keep their content.
+
     Raises :class:`PlanNotFound` (a ``LookupError``) for an unknown plan id, ``InvalidInput`` (a
-    ``ValueError``) for a plan of another agent, and for no ``plan_id`` while several plans are pending. With
-    no pending plan, or a plan already applied, nothing is written and the report counts zeros.
+    ``ValueError``) for a plan of another agent, a cluster number the plan does not have, and for no
+    ``plan_id`` while several plans are pending, and :class:`PlanClosed` (an ``InvalidInput``) for a discarded
+    or expired plan; nothing is written then. With no pending plan, or a plan already applied, nothing is
+    written and the report counts zeros.
 
     Resumable and idempotent per row: the cursor (with the plan id, ``now`` and run id) is saved before the first
     commit, and a resumed run judges every row by what the store holds (a member already ``superseded_by`` its
@@ -238,8 +272,11 @@ def apply_corpus_merge(
     """
     plan = plan_to_apply(store, agent_id, plan_id)
     if plan is None:
+        if reject:
+            raise InvalidInput(f"agent {agent_id!r} has no pending corpus-merge plan: nothing to reject")
         return CorpusMergeReport(0, 0, 0, 0, {"pending_plan": None}, False, (), None)
     plan_id = str(plan["plan_id"])
+    rejected = rejected_numbers(plan, reject)
     if plan["status"] == "applied":
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
     saved = store.get_cursor(APPLY_PASS, agent_id) or {}
@@ -252,7 +289,9 @@ def apply_corpus_merge(
     if fresh is not None and fresh["status"] == "applied":
         cursor.finish(abandoned_for={"already_applied": plan_id})
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
-    clusters = {c["canonical"]["id"]: c for c in plan["body"].get("clusters", [])}
+    record_rejections(store, plan, rejected, actor=actor, run_id=cursor.run_id)
+    numbered = list(enumerate(plan["body"].get("clusters", []), start=1))
+    clusters = {c["canonical"]["id"]: c for n, c in numbered if n not in rejected}
     run = run_batched(
         cursor,
         pl.DataFrame({"canonical": sorted(clusters)}, schema={"canonical": pl.String}),
@@ -268,23 +307,22 @@ def apply_corpus_merge(
         skipped_concurrent_edit=run.counts["skipped_concurrent_edit"],
         cursor=run.cursor,
         dry_run=False,
-        per_cluster=tuple(_review(c, run.outcome) for c in clusters.values()),
+        per_cluster=tuple(_review(n, c, run.outcome, rejected=n in rejected) for n, c in numbered),
         plan_id=plan_id,
+        rejected=rejected,
     )
     store.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
     return report
 
 
 def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None) -> dict[str, Any] | None:
-    """The plan an apply would write: ``plan_id`` (which must exist and be ``agent_id``'s), or without it the
-    agent's only pending plan (None if there is none). Several pending plans are refused, naming them: a plan
-    made after the review (say, once a near-duplicate was imported) must never be applied in its place."""
+    """The plan an apply would write: ``plan_id`` (which must exist, be ``agent_id``'s and be neither discarded
+    nor expired), or without it the agent's only pending plan (None if there is none). Several pending plans
+    are refused, naming them: a plan made after the review (say, once a near-duplicate was imported) must
+    never be applied in its place."""
     if plan_id:
-        plan = store.get_plan(plan_id)
-        if plan is None:
-            raise PlanNotFound(plan_id)
-        if plan["agent_id"] != agent_id:
-            raise InvalidInput(f"plan {plan_id} belongs to agent {plan['agent_id']!r}, not {agent_id!r}")
+        plan = plan_of(store, agent_id, plan_id)
+        refuse_closed(plan)
         return plan
     pending = store.plans_of(agent_id, status="pending")
     if len(pending) > 1:
@@ -293,7 +331,18 @@ def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None)
             f"agent {agent_id!r} has {len(pending)} pending corpus-merge plans: {listed}; "
             "name the one that was reviewed (plan_id, --plan-id)"
         )
-    return pending[0] if pending else None
+    if not pending:
+        return None
+    # The only pending plan may have expired the one that was reviewed: which it was is the caller's to say.
+    newest = str(pending[0]["plan_id"])
+    replaced = [p["plan_id"] for p in store.plans_of(agent_id, status="expired") if expired_by(p) == newest]
+    if replaced:
+        raise InvalidInput(
+            f"agent {agent_id!r} has one pending corpus-merge plan, {newest}, made after {', '.join(replaced)} "
+            f"(which expired then); name the one that was reviewed (plan_id, --plan-id): an expired plan "
+            f"cannot be applied, so review {newest} if it was not"
+        )
+    return pending[0]
 
 
 def _totals(clusters: Iterable[dict[str, Any]], outcome: dict[str, str]) -> dict[str, int]:
@@ -410,10 +459,15 @@ def _merged_into(row: Memory, canonical: str, plan_id: str) -> bool:
     return row["superseded_by"] == canonical and merged.get("plan_id") == plan_id
 
 
-def _review(cluster: dict[str, Any], outcome: dict[str, str] | None = None) -> dict[str, Any]:
-    """One cluster as a reviewer reads it (with each row's outcome after an apply)."""
+def _review(
+    number: int, cluster: dict[str, Any], outcome: dict[str, str] | None = None, *, rejected: bool = False
+) -> dict[str, Any]:
+    """Cluster ``number`` of a plan as a reviewer reads it (with each row's outcome after an apply)."""
     canon = cluster["canonical"]
+    if rejected:
+        outcome = {canon["id"]: "rejected"} | {m["id"]: "rejected" for m in cluster["members"]}
     out: dict[str, Any] = {
+        "cluster": number,
         "canonical_id": canon["id"],
         "canonical": canon["content"],
         "members": [

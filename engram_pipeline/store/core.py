@@ -478,6 +478,10 @@ class MemoryStore:
     def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         self.plans.mark_applied(plan_id, result)
 
+    def close_plan(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
+        """See :meth:`Plans.close`."""
+        return self.plans.close(plan_id, status, note)
+
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
         return self.cursors.get(pass_name, agent_id)
 

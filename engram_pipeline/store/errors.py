@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StoreError(Exception):
     """Base class for errors raised by the memory store."""
@@ -64,6 +66,26 @@ class EmbedderMismatch(StoreError):
 
 class InvalidInput(StoreError, ValueError):
     """Bad input: nothing was written."""
+
+
+class PlanClosed(InvalidInput):
+    """The plan was discarded, or expired when a newer plan was made: it can no longer be applied (nothing was)."""
+
+    def __init__(self, plan_id: str, status: str, note: dict[str, Any] | None = None) -> None:
+        self.plan_id = plan_id
+        self.status = status
+        note = note or {}
+        if status == "expired":
+            newer = note.get("expired_by", "a newer plan")
+            why = (
+                f"expired: plan {newer} was made after it, so it no longer says what the store would merge; "
+                f"review {newer} and apply that one (or plan again)"
+            )
+        else:
+            who = f" by {note['discarded_by']}" if note.get("discarded_by") else ""
+            when = f" at {note['discarded_at']}" if note.get("discarded_at") else ""
+            why = f"was {status}{who}{when}; plan again (a dry run) and review the new plan"
+        super().__init__(f"corpus-merge plan {plan_id} {why}. Nothing was applied")
 
 
 class StoreNotFound(StoreError, LookupError):

@@ -14,7 +14,7 @@ Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decod
 
 
 class Plans:
-    """The ``plans`` table: save, read and mark plans."""
+    """The ``plans`` table: save, read, mark applied and close (discard, expire) plans."""
 
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -23,7 +23,9 @@ class Plans:
         self, agent_id: str, body: dict[str, Any], *, kind: str = "corpus_merge", run_id: str | None = None
     ) -> str:
         """Store a pending plan; returns its id."""
-        plan_id = f"plan-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        # Hyphens, not a "T", between date and time: a browser may break the id there, so the review table's
+        # plan id column stays narrow and leaves the room to the content.
+        plan_id = f"plan-{utcnow():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         row = {
             "plan_id": plan_id,
             "agent_id": agent_id,
@@ -57,6 +59,14 @@ class Plans:
     def mark_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
         _with_retry(lambda: self.table.update(where=eq("plan_id", plan_id), values=values))
+
+    def close(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
+        """Compare-and-set a pending plan to ``status`` ("discarded", "expired") with ``note`` as its result;
+        False (nothing written) when the plan is not pending any more."""
+        where = f"{eq('plan_id', plan_id)} AND {eq('status', 'pending')}"
+        values = {"status": status, "result": json.dumps(note, sort_keys=True, default=str)}
+        result = _with_retry(lambda: self.table.update(where=where, values=values))
+        return int(result.rows_updated) > 0
 
 
 def _plan(row: dict[str, Any]) -> Plan:

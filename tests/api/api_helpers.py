@@ -9,12 +9,15 @@ ADMIN = {"Authorization": "Bearer tok-admin"}
 CANONICAL = "The deploy runs every night at two"
 
 
-def near_duplicate(store, agent: str, content: str, cosine: float, *, seed: int, importance: float = 0.5) -> str:  # type: ignore[no-untyped-def]
+def near_duplicate(
+    store, agent: str, content: str, cosine: float, *, seed: int, importance: float = 0.5, base: int = 0
+) -> str:  # type: ignore[no-untyped-def]
     """Insert a row as an import does (no write-time checks) whose vector has ``cosine`` to one fixed topic
-    (``CANONICAL`` at cosine 1 and importance 0.9 is the canonical of a merge); returns its id."""
+    (``CANONICAL`` at cosine 1 and importance 0.9 is the canonical of a merge; ``base`` picks another topic);
+    returns its id."""
     import numpy as np
 
-    base = np.random.default_rng(12345).normal(size=store.embedder.dimension)
+    base = np.random.default_rng(12345 + base).normal(size=store.embedder.dimension)
     base /= np.linalg.norm(base)
     w = np.random.default_rng(seed).normal(size=base.shape)
     w -= (w @ base) * base
@@ -26,9 +29,9 @@ def near_duplicate(store, agent: str, content: str, cosine: float, *, seed: int,
 
 
 def reviewed_plan_then_late_duplicate(store, agent: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    """A plan reviewed (canonical + one member), then a near-duplicate imported and a second plan made.
+    """A plan reviewed (canonical + one member), then a near-duplicate imported after the review.
 
-    Returns the ids (``canonical``, ``member``, ``late``) and plan ids (``reviewed``, ``later``)."""
+    Returns the ids (``canonical``, ``member``, ``late``) and the plan id (``reviewed``)."""
     from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
 
     ids = {
@@ -38,9 +41,24 @@ def reviewed_plan_then_late_duplicate(store, agent: str) -> dict[str, str]:  # t
     reviewed = consolidate_corpus(store, agent)
     assert [[m["id"] for m in c["members"]] for c in reviewed.per_cluster] == [[ids["member"]]]
     ids["late"] = near_duplicate(store, agent, "Every night at two the deploy runs", 0.915, seed=2)
-    later = consolidate_corpus(store, agent)
-    assert later.plan_id != reviewed.plan_id and later.merged == 2
-    return {**ids, "reviewed": str(reviewed.plan_id), "later": str(later.plan_id)}
+    return {**ids, "reviewed": str(reviewed.plan_id)}
+
+
+def two_clusters(store, agent: str) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    """Two clusters of near-duplicates, planned: ``{"plan": [plan_id], "1": [canonical, member], "2": [...]}``
+    (keys are the clusters' numbers in the plan)."""
+    from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
+
+    near_duplicate(store, agent, CANONICAL, 1.0, seed=0, importance=0.9)
+    near_duplicate(store, agent, "Deploy runs every night at two", 0.92, seed=1)
+    near_duplicate(store, agent, "The cache is warmed at boot", 1.0, seed=3, importance=0.8, base=3)
+    near_duplicate(store, agent, "Cache is warmed at boot", 0.92, seed=4, base=3)
+    plan = consolidate_corpus(store, agent)
+    assert plan.clusters == 2, plan
+    out = {"plan": [str(plan.plan_id)]}
+    for c in plan.per_cluster:
+        out[str(c["cluster"])] = [c["canonical_id"], *(m["id"] for m in c["members"])]
+    return out
 
 
 def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-untyped-def]
@@ -51,5 +69,4 @@ def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-u
         and rows[ids["late"]]["status"] == "active"
         and rows[ids["late"]]["version"] == 1
         and store.get_plan(ids["reviewed"])["status"] == "applied"
-        and store.get_plan(ids["later"])["status"] == "pending"
     )

@@ -156,3 +156,49 @@ def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore
     body = {"dry_run": False, "plan_id": plan}
     assert client.post("/v1/agents/alice/corpus-merge", json=body, headers=ADMIN).status_code == 200
     assert seeded.memories.count_rows() == before
+
+
+def test_corpus_merge_apply_with_a_rejected_cluster_then_discard(client: TestClient, api_store: MemoryStore) -> None:
+    from api_helpers import two_clusters
+
+    ids = two_clusters(api_store, "alice")
+    (pid,) = ids["plan"]
+    url = "/v1/agents/alice/corpus-merge"
+    before = api_store.memories.version
+    refused = [
+        ({"dry_run": False, "plan_id": pid, "reject": [3]}, 422, "has 2 clusters (numbered 1 to 2)"),
+        ({"dry_run": False, "plan_id": pid, "reject": [0]}, 422, "greater than or equal to 1"),
+        ({"dry_run": False, "plan_id": pid, "reject": ["2"]}, 422, "integer"),
+        ({"reject": [2]}, 422, "only used to apply"),
+    ]
+    for body, status, needle in refused:
+        r = client.post(url, json=body, headers=ADMIN)
+        assert r.status_code == status and needle in r.json()["detail"], r.text
+    r = client.post(url, json={"dry_run": False, "plan_id": pid, "reject": [2]}, headers=ALICE)
+    assert r.status_code == 403
+    assert api_store.memories.version == before  # nothing written
+
+    r = client.post(url, json={"dry_run": False, "plan_id": pid, "reject": [2]}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    report = r.json()["report"]
+    assert (report["rejected"], report["merged"]) == ([2], 1)
+    assert [c["outcome"] for c in report["per_cluster"]] == ["canonical", "rejected"]
+    rows = {m["id"]: m for m in api_store.list_memories("alice")}
+    assert all(rows[i]["status"] == "active" for i in ids["2"]) and rows[ids["1"][1]]["superseded_by"] == ids["1"][0]
+    events = api_store.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
+    assert {e["actor"] for e in events} == {"api:ops"} and sorted(e["memory_id"] for e in events) == sorted(ids["2"])
+    assert client.post(url, headers=ADMIN).json()["report"]["clusters"] == 0  # not proposed again
+
+    other = api_store.save_plan("alice", api_store.get_plan(pid)["body"])  # type: ignore[index]
+    discard = f"{url}/plans/{other}/discard"
+    assert client.post(discard, headers=ALICE).status_code == 403
+    assert client.post(f"/v1/agents/bob/corpus-merge/plans/{other}/discard", headers=ADMIN).status_code == 422
+    assert client.post(f"{url}/plans/plan-nope/discard", headers=ADMIN).status_code == 404
+    r = client.post(discard, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["report"] == {
+        "plan_id": other, "agent_id": "alice", "status": "discarded", "clusters": 2, "discarded": True
+    }  # fmt: skip
+    r = client.post(url, json={"dry_run": False, "plan_id": other}, headers=ADMIN)
+    assert r.status_code == 409 and f"plan {other} was discarded by api:ops" in r.json()["detail"]
+    r = client.post(f"{url}/plans/{pid}/discard", headers=ADMIN)
+    assert r.status_code == 422 and "was applied already" in r.json()["detail"]

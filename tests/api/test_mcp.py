@@ -25,6 +25,7 @@ TOOLS = {
     "promote_memories",
     "consolidate_corpus",
     "get_health",
+    "discard_merge_plan",
 }
 READ_ONLY = {"recall", "get_memory", "get_health"}
 DESTRUCTIVE = {"update_memory", "delete_memory", "restore_memory", "consolidate_corpus"}
@@ -186,6 +187,45 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
 
     anyio.run(session)
     assert merged_as_reviewed(store, ids)
+
+
+def test_mcp_rejects_clusters_and_discards_plans_as_admin_only(store: MemoryStore) -> None:
+    from api_helpers import two_clusters
+
+    from engram_pipeline.api.mcp_server import build_mcp
+
+    ids = two_clusters(store, "alice")
+    (pid,) = ids["plan"]
+    other = store.save_plan("alice", store.get_plan(pid)["body"])  # type: ignore[index]
+    before = store.memories.version
+
+    async def session() -> None:
+        async with Client(build_mcp(store, "alice")) as agent:
+            for tool, args in (
+                ("consolidate_corpus", {"dryRun": False, "planId": pid, "reject": [2]}),
+                ("discard_merge_plan", {"planId": other}),
+            ):
+                assert "FORBIDDEN" in error_text(await agent.call_tool(tool, args))
+        async with Client(build_mcp(store, "alice", admin=True)) as admin:
+            bad = {"dryRun": False, "planId": pid, "reject": [5]}
+            assert "INVALID_INPUT" in error_text(await admin.call_tool("consolidate_corpus", bad))
+            early = {"planId": pid, "reject": [2]}
+            assert "only used to apply" in error_text(await admin.call_tool("consolidate_corpus", early))
+            assert store.memories.version == before
+            discarded = payload(await admin.call_tool("discard_merge_plan", {"planId": other}))
+            assert (discarded["status"], discarded["discarded"]) == ("discarded", True)
+            closed = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": other}))
+            assert f"CONFLICT: corpus-merge plan {other} was discarded by mcp:alice" in closed
+            report = payload(
+                await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": pid, "reject": [2]})
+            )
+            assert (report["rejected"], report["merged"]) == ([2], 1)
+            again = payload(await admin.call_tool("consolidate_corpus", {}))
+            assert again["clusters"] == 0
+
+    anyio.run(session)
+    rows = {r["id"]: r for r in store.list_memories("alice")}
+    assert all(rows[i]["status"] == "active" for i in ids["2"]) and rows[ids["1"][1]]["superseded_by"] == ids["1"][0]
 
 
 @pytest.mark.parametrize("tool", ["get_health", "promote_memories", "consolidate_corpus"])

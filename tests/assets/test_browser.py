@@ -4,7 +4,10 @@ Starts ``dagster-webserver`` and ``dagster-daemon`` on 127.0.0.1 against a tempo
 agent with three near-duplicate clusters (vectors placed in the merge band), launches ``corpus_merge_plan_job``
 for that partition through the GraphQL API (the daemon dequeues and runs it), then opens the asset's partition
 page in headless Debian chromium driven by Playwright and checks that the table shows every canonical, every
-member and the plan id. The screenshot is saved under the test's temporary directory.
+member and the plan id. A second test rejects one cluster: it opens ``corpus_merge_apply_job``'s launchpad with
+the config a reviewer types (plan id, ``reject: [2]``), clicks **Launch Run**, and checks the store: the
+rejected cluster's rows stay active, the others are merged. The screenshots are saved under the test's
+temporary directory (and copied to ``$ENGRAM_SCREENSHOT_DIR`` when it is set).
 
 Chromium comes from ``apt-get install chromium`` (``.ci/run`` installs it; never ``playwright install``).
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -144,7 +148,7 @@ def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
             try:
                 page = browser.new_page(viewport={"width": 1800, "height": 1300})
                 page.goto(f"{procs.url}/assets/corpus_merge_plan?view=partitions&partition={AGENT}")
-                table = page.locator("table", has_text="canonical").filter(has_text="memory_id").last
+                table = page.locator("table", has_text="canonical").filter(has_text="plan_id").last
                 table.wait_for(timeout=120_000)
                 _dismiss_community_dialog(page)
                 table.scroll_into_view_if_needed()
@@ -174,3 +178,108 @@ def _dismiss_community_dialog(page: object) -> None:
         skip.click(timeout=5_000)
     except Exception:  # noqa: BLE001 - the dialog does not always appear
         return
+
+
+def _keep(shot: Path) -> None:
+    """Copy a screenshot to ``$ENGRAM_SCREENSHOT_DIR`` (for the docs), when that is set."""
+    if target := os.environ.get("ENGRAM_SCREENSHOT_DIR"):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(target) / shot.name)
+
+
+def _review_table(page: object, url: str, *, has_text: str) -> object:
+    page.goto(url)  # type: ignore[attr-defined]
+    table = page.locator("table", has_text=has_text).filter(has_text="plan_id").last  # type: ignore[attr-defined]
+    table.wait_for(timeout=120_000)
+    _dismiss_community_dialog(page)
+    table.scroll_into_view_if_needed()
+    return table
+
+
+def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> None:
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    uri = str(tmp_path / "store" / "lancedb")
+    judge = {"ENGRAM_JUDGE": "rules"}
+    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **judge}))
+    band = (store.settings.merge_threshold, store.settings.duplicate_threshold)
+    seed_clusters(store, AGENT, similarity=round(sum(band) / 2, 3))
+    home = make_dagster_home(tmp_path / "dagster")
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("agents", [AGENT])
+
+    with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
+        finished = ("SUCCESS", "FAILURE", "CANCELED")
+        planned = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
+        status = wait_for(
+            lambda: (s := run_status(procs, planned)) in finished and s, timeout=300, what="the plan", procs=procs
+        )
+        assert status == "SUCCESS", procs.log_tail("daemon")
+        plan = store.latest_plan(AGENT, status="pending")
+        assert plan is not None and len(plan["body"]["clusters"]) == len(CLUSTERS)
+        pid, clusters = plan["plan_id"], plan["body"]["clusters"]
+        rejected = clusters[1]  # cluster number 2
+        location = procs.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
+        name = location["workspaceOrError"]["locationEntries"][0]["name"]
+        config = f"ops:\n  corpus_merge_apply:\n    config:\n      plan_id: {pid}\n      reject: [2]\n"
+        query = urlencode({"config": config, "tags[0][key]": "dagster/partition", "tags[0][value]": AGENT})
+        launchpad = f"{procs.url}/locations/__repository__@{name}/jobs/corpus_merge_apply_job/playground/setup?{query}"
+
+        plan_shot, apply_shot = tmp_path / "review-plan.png", tmp_path / "review-veto.png"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1600, "height": 1200})
+                plan_page = f"{procs.url}/assets/corpus_merge_plan?view=partitions&partition={AGENT}"
+                table = _review_table(page, plan_page, has_text="canonical")
+                table.screenshot(path=str(plan_shot))
+                _keep(plan_shot)
+                # the table fits the page, and content is its widest column (250 px of 676 here; 98 px when
+                # memory ids, reasons and the empty outcome had columns of their own)
+                box = table.bounding_box()
+                widths = {h.inner_text().strip(): h.bounding_box()["width"] for h in table.locator("th").all()}
+                print(f"review table at x={box['x']:.0f}, {box['width']:.0f} px wide; columns {widths}")
+                assert box["x"] + box["width"] <= 1600 and max(widths, key=widths.__getitem__) == "content", widths
+
+                page.goto(launchpad)
+                launch = page.get_by_role("button", name="Launch Run")
+                launch.wait_for(timeout=120_000)
+                _dismiss_community_dialog(page)
+                launch.click()
+                page.wait_for_url("**/runs/**", timeout=120_000)
+                applied = page.url.split("/runs/")[1].split("?")[0].strip("/")
+                status = wait_for(
+                    lambda: (s := run_status(procs, applied)) in finished and s,
+                    timeout=300,
+                    what="the apply",
+                    procs=procs,
+                )
+                assert status == "SUCCESS", procs.log_tail("daemon")
+                apply_page = f"{procs.url}/assets/corpus_merge_apply?view=partitions&partition={AGENT}"
+                table = _review_table(page, apply_page, has_text="rejected")
+                table.screenshot(path=str(apply_shot))
+                cells = table.inner_text()
+            finally:
+                browser.close()
+
+    for shot in (plan_shot, apply_shot):
+        _keep(shot)
+    print(f"screenshots: {plan_shot} and {apply_shot}")
+    rows = {r["id"]: r for r in store.list_memories(AGENT)}
+    kept = [rejected["canonical"], *rejected["members"]]
+    assert all(rows[r["id"]]["status"] == "active" and rows[r["id"]]["version"] == r["version"] for r in kept)
+    for number, cluster in enumerate(clusters, start=1):
+        if number != 2:
+            assert all(rows[m["id"]]["superseded_by"] == cluster["canonical"]["id"] for m in cluster["members"])
+    assert store.get_plan(pid)["status"] == "applied"  # type: ignore[index]
+    assert sorted(e["memory_id"] for e in store.audit_for_agent(AGENT, actions=["reject_merge"]).to_pylist()) == sorted(
+        r["id"] for r in kept
+    )
+    table_rows = [[c.strip() for c in line.split("\t")] for line in cells.splitlines() if "\t" in line]
+    shown = [(row[0], row[-2]) for row in table_rows if row[0].isdigit()]  # (cluster, outcome)
+    assert [o for n, o in shown if n == "2"] == ["rejected"] * len(kept)
+    assert {o for n, o in shown if n != "2"} == {"canonical", "merged"}
+    assert all(row[-1] == pid for row in table_rows if row[0].isdigit())  # the plan id column

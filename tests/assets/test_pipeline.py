@@ -94,8 +94,6 @@ def test_review_then_apply_exactly_the_reviewed_plan(
     # Someone edits a member after the review: the apply skips it and reports it.
     edited = clusters[0]["members"][0]
     seeded.update(edited["id"], expected_version=edited["version"], tags=["edited-after-review"])
-    # A newer plan exists too; the apply takes the plan it was given, not the latest.
-    location.resolve_job_def("corpus_merge_plan_job").execute_in_process(partition_key=MERGE_AGENT, instance=instance)
 
     applied = location.resolve_job_def("corpus_merge_apply_job").execute_in_process(
         partition_key=MERGE_AGENT,
@@ -135,3 +133,71 @@ def test_apply_refuses_an_unknown_plan_without_retrying(resources: dict[str, Any
     failures = [e for e in result.all_events if e.is_step_failure]
     assert len(failures) == 1 and "plan-that-does-not-exist" in failures[0].event_specific_data.error.message
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+
+
+def _apply(location: Definitions, instance: DagsterInstance, **config: Any) -> Any:
+    return location.resolve_job_def("corpus_merge_apply_job").execute_in_process(
+        partition_key=MERGE_AGENT,
+        instance=instance,
+        run_config={"ops": {"corpus_merge_apply": {"config": config}}},
+        raise_on_error=False,
+    )
+
+
+def _failure(result: Any) -> str:
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    return str(failures[0].event_specific_data.error.message)
+
+
+@pytest.mark.slow
+def test_apply_with_a_rejected_cluster_then_discard_and_expiry(
+    resources: dict[str, Any], instance: DagsterInstance, seeded: MemoryStore
+) -> None:
+    location = pipeline_defs(resources)
+    plan_job = location.resolve_job_def("corpus_merge_plan_job")
+    meta = (
+        plan_job.execute_in_process(partition_key=MERGE_AGENT, instance=instance)
+        .asset_materializations_for_node("corpus_merge_plan")[0]
+        .metadata
+    )
+    plan_id = meta["plan_id"].value
+    clusters = seeded.get_plan(plan_id)["body"]["clusters"]
+    assert len(clusters) >= 2
+    table = [r.data for r in meta["review_table"].value.records]
+    assert {r["plan_id"] for r in table} == {plan_id}  # the plan id is a column
+    assert sorted({r["cluster"] for r in table}) == list(range(1, len(clusters) + 1))
+
+    applied = _apply(location, instance, plan_id=plan_id, reject=[2])
+    assert applied.success
+    out = applied.asset_materializations_for_node("corpus_merge_apply")[0].metadata
+    assert out["rejected"].value == [2]
+    records = out["review_table"].value.records
+    outcomes = {r.data["cluster"]: r.data["outcome"] for r in records if r.data["role"] == "canonical"}
+    assert outcomes[2] == "rejected" and outcomes[1] == "canonical"
+    kept = [clusters[1]["canonical"], *clusters[1]["members"]]
+    assert all(seeded.get(r["id"], track_access=False)["status"] == "active" for r in kept)
+    assert all(seeded.get(m["id"], track_access=False)["superseded_by"] for m in clusters[0]["members"])
+    events = seeded.audit_for_agent(MERGE_AGENT, actions=["reject_merge"]).to_pylist()
+    assert {e["memory_id"] for e in events} == {r["id"] for r in kept}
+    assert {(e["actor"], e["run_id"]) for e in events} == {("dagster", applied.run_id)}
+
+    # the rejected cluster is not proposed again; an older pending plan expires when a newer one is stored
+    older = seeded.save_plan(MERGE_AGENT, {"clusters": clusters})
+    again = plan_job.execute_in_process(partition_key=MERGE_AGENT, instance=instance)
+    newer = again.asset_materializations_for_node("corpus_merge_plan")[0].metadata["plan_id"].value
+    assert all(
+        c["canonical"]["id"] != clusters[1]["canonical"]["id"] for c in seeded.get_plan(newer)["body"]["clusters"]
+    )
+    assert seeded.get_plan(older)["status"] == "expired"
+    assert f"plan {older} expired: plan {newer} was made after it" in _failure(
+        _apply(location, instance, plan_id=older)
+    )
+
+    discarded = _apply(location, instance, plan_id=newer, discard=True)
+    assert discarded.success
+    assert discarded.asset_materializations_for_node("corpus_merge_apply")[0].metadata["discarded"].value is True
+    assert seeded.get_plan(newer)["status"] == "discarded"
+    assert f"plan {newer} was discarded by dagster" in _failure(_apply(location, instance, plan_id=newer))
+    assert "discard names the plan" in _failure(_apply(location, instance, discard=True))

@@ -89,22 +89,72 @@ def test_demo_imports_the_sample_and_recalls_per_agent(cli) -> None:  # type: ig
     assert "reusing the store" in cli("demo", "--import-only").stdout  # one demo: assets.demo, which reuses it
 
 
-def test_apply_without_plan_id_refuses_several_pending_plans_and_names_them(cli, db) -> None:  # type: ignore[no-untyped-def]
-    from tests.api.api_helpers import merged_as_reviewed, reviewed_plan_then_late_duplicate
+def test_apply_without_plan_id_refuses_a_plan_made_after_the_review_and_names_both(cli, db) -> None:  # type: ignore[no-untyped-def]
+    from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus
+    from tests.api.api_helpers import reviewed_plan_then_late_duplicate
 
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     ids = reviewed_plan_then_late_duplicate(store, "alice")
+    later = str(consolidate_corpus(store, "alice").plan_id)  # expires the reviewed plan
     before = (store.memories.version, store.plans.table.count_rows())
     several = cli("consolidate-corpus", "--agent", "alice", "--apply")
-    assert several.exit_code == 1 and "2 pending corpus-merge plans" in several.stderr
-    assert ids["reviewed"] in several.stderr and ids["later"] in several.stderr
+    assert several.exit_code == 1 and f"one pending corpus-merge plan, {later}, made after" in several.stderr
+    assert ids["reviewed"] in several.stderr
+    expired = cli("consolidate-corpus", "--apply", "--plan-id", ids["reviewed"])
+    assert expired.exit_code == 1 and expired.stderr.startswith(
+        f"error: corpus-merge plan {ids['reviewed']} expired: plan {later} was made after it"
+    )
     unknown = cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", "plan-nope")
     assert unknown.exit_code == 1 and unknown.stderr.strip().splitlines() == [
         "error: no corpus-merge plan 'plan-nope'; a dry run of the corpus merge stores one and returns its id"
     ]
     assert (store.memories.version, store.plans.table.count_rows()) == before  # nothing applied
-    applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", ids["reviewed"], json_=True))
-    assert applied[0]["report"]["merged"] == 1 and merged_as_reviewed(store, ids)
+    applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", later, json_=True))
+    assert applied[0]["report"]["merged"] == 2
+
+
+def test_review_apply_with_a_rejected_cluster_and_discard(cli, db) -> None:  # type: ignore[no-untyped-def]
+    from tests.api.api_helpers import two_clusters
+
+    store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    ids = two_clusters(store, "alice")
+    (pid,) = ids["plan"]
+    review = cli("consolidate-corpus", "--agent", "alice")  # the same plan, printed with its numbers
+    assert review.exit_code == 0 and f"plan {pid} of agent alice:" in review.stdout
+    lines = review.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cluster", "role"])
+    assert [line.split()[:2] for line in lines[header + 1 : header + 5]] == [
+        ["1", "canonical"], ["1", "member"], ["2", "canonical"], ["2", "member"]
+    ]  # fmt: skip
+    before = store.memories.version
+    for args, needle in (
+        (("--reject", "2"), "--reject numbers the clusters of one reviewed plan: give --apply --plan-id too"),
+        (("--apply", "--plan-id", pid, "--reject", "two"), "--reject takes cluster numbers separated by commas"),
+        (("--apply", "--plan-id", pid, "--reject", "2,3"), f"plan {pid} has 2 clusters (numbered 1 to 2)"),
+    ):  # fmt: skip
+        bad = cli("consolidate-corpus", *args)
+        assert bad.exit_code == 1 and needle in bad.stderr, bad.stderr
+    assert store.memories.version == before  # nothing written
+    applied = cli("consolidate-corpus", "--apply", "--plan-id", pid, "--reject", "2")
+    assert applied.exit_code == 0, applied.output
+    assert "rejected" in applied.stdout and "merged" in applied.stdout
+    rows = {r["id"]: r for r in store.list_memories("alice")}
+    assert all(rows[i]["status"] == "active" for i in ids["2"]) and rows[ids["1"][1]]["superseded_by"] == ids["1"][0]
+    events = store.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
+    assert sorted(e["memory_id"] for e in events) == sorted(ids["2"]) and {e["actor"] for e in events} == {"cli"}
+    again = parse(cli("consolidate-corpus", "--agent", "alice", json_=True))[0]["report"]
+    assert again["clusters"] == 0  # the rejected cluster is not proposed again
+
+    other = str(store.save_plan("alice", store.get_plan(pid)["body"]))  # type: ignore[index]
+    discarded = parse(cli("discard-plan", other, json_=True))
+    assert discarded == [
+        {"agent_id": "alice", "report": {"plan_id": other, "agent_id": "alice", "status": "discarded", "clusters": 2,
+                                         "discarded": True}}
+    ]  # fmt: skip
+    refused = cli("consolidate-corpus", "--apply", "--plan-id", other)
+    assert refused.exit_code == 1 and f"plan {other} was discarded by cli at" in refused.stderr
+    assert cli("discard-plan", pid).exit_code == 1  # applied: restore is the way back
+    assert "no corpus-merge plan 'plan-nope'" in cli("discard-plan", "plan-nope").stderr
 
 
 def test_apply_without_plan_id_takes_the_only_pending_plan_and_says_which(cli, db) -> None:  # type: ignore[no-untyped-def]

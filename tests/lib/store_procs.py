@@ -26,7 +26,7 @@ SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this 
 # The verbs that commit, on the store or on the collaborator that owns the table (``audit.record``).
 COMMITTING = (
     "cas_write", "cas_delete", "audit.record", "audit.drop", "links.add", "cursors.set",
-    "plans.mark_applied", "cursors.swap_lease",
+    "plans.mark_applied", "plans.close", "cursors.swap_lease",
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolida
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.model import loads_metadata, rows_to_table
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import MemoryStore
+from engram_pipeline.store import MemoryStore, PlanClosed
 
 THRESHOLDS = dict(
     duplicate_threshold=0.97, merge_threshold=0.85, contradiction_threshold=0.8, contradiction_threshold_max=0.97
@@ -257,23 +257,38 @@ def test_episodes_are_never_merged(store: MemoryStore) -> None:
     assert (report.clusters, report.merged) == (0, 0)
 
 
-def test_apply_without_a_plan_id_never_picks_among_several_pending_plans(store: MemoryStore) -> None:
-    """A near-duplicate imported after the review makes a second plan: which one was reviewed is the caller's
-    to say, and applying the reviewed one by id leaves the late row alone."""
+def test_apply_without_a_plan_id_never_picks_a_plan_made_after_the_review(store: MemoryStore) -> None:
+    """A near-duplicate imported after the review makes a second plan, which expires the reviewed one: applying
+    without an id refuses (which plan was reviewed is the caller's to say), the expired one cannot be applied,
+    and the newer one applies by its id."""
     b = topic(0)
     c = put(store, "The deploy runs every night at two", b, importance=0.8)
     m1 = put(store, "Deploy runs every night at two", at_cosine(b, 0.92, 1), importance=0.5)
     reviewed = consolidate_corpus(store, "a").plan_id
     late = put(store, "Every night at two the deploy runs", at_cosine(b, 0.9, 2), importance=0.4)
-    later = consolidate_corpus(store, "a").plan_id
-    assert later != reviewed
+    newer = consolidate_corpus(store, "a")
+    assert newer.plan_id != reviewed and newer.expired == (reviewed,)
     before = versions(store)
-    with pytest.raises(ValueError, match=f"2 pending corpus-merge plans: {reviewed} .*, {later} "):
+    with pytest.raises(ValueError, match=f"one pending corpus-merge plan, {newer.plan_id}, made after {reviewed}"):
+        apply_corpus_merge(store, "a")
+    with pytest.raises(PlanClosed, match=f"plan {reviewed} expired: plan {newer.plan_id} was made after it"):
+        apply_corpus_merge(store, "a", reviewed)
+    assert versions(store) == before
+    assert apply_corpus_merge(store, "a", newer.plan_id).merged == 2
+    now = rows(store)
+    assert now[m1]["superseded_by"] == c and now[late]["superseded_by"] == c
+
+
+def test_apply_without_a_plan_id_never_picks_among_several_pending_plans(store: MemoryStore) -> None:
+    """Two plans stored at once (two planners racing) both stay pending: applying without an id names them."""
+    deploy_cluster(store)
+    first = consolidate_corpus(store, "a").plan_id
+    second = store.save_plan("a", store.get_plan(first)["body"])  # type: ignore[index]
+    before = versions(store)
+    with pytest.raises(ValueError, match=f"2 pending corpus-merge plans: {first} .*, {second} "):
         apply_corpus_merge(store, "a")
     assert versions(store) == before
-    assert apply_corpus_merge(store, "a", reviewed).merged == 1
-    now = rows(store)
-    assert now[m1]["superseded_by"] == c and now[late]["status"] == "active" and now[late]["version"] == 1
+    assert apply_corpus_merge(store, "a", first).merged == 2
 
 
 def test_pairs_at_or_above_the_duplicate_threshold_are_merged_unless_they_contradict(store: MemoryStore) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from engram_pipeline import lifecycle
-from engram_pipeline.api.deps import AdminDep, KnownAgentDep, StoreDep
+from engram_pipeline.api.deps import AdminDep, AgentDep, KnownAgentDep, PlanIdPath, StoreDep
 from engram_pipeline.api.models import (
     ConsolidateRequest,
     CorpusMergeRequest,
@@ -23,6 +23,7 @@ from engram_pipeline.api.models import (
     PromoteRequest,
     ReportResponse,
 )
+from engram_pipeline.lifecycle.merge_review import discard_plan
 from engram_pipeline.reporting import decay_json, health_json
 from engram_pipeline.reporting import report_json as as_json
 
@@ -85,21 +86,37 @@ def promote(
     return _report("promote", agent_id, lifecycle.promote_stm(store, agent_id))
 
 
-@router.post("/corpus-merge", response_model=ReportResponse)
+@router.post(
+    "/corpus-merge",
+    response_model=ReportResponse,
+    responses={409: {"model": ErrorOut, "description": "the plan was discarded, or expired when a newer one was made"}},
+)
 def corpus_merge(
-    _admin: AdminDep,
+    admin: AdminDep,
     agent_id: KnownAgentDep,
     store: StoreDep,
     body: Annotated[CorpusMergeRequest | None, Body()] = None,
 ) -> ReportResponse:
     """Plan the corpus merge, or apply exactly a reviewed plan.
 
-    The default is a dry run: it stores a plan (clusters, member versions) and returns its ``plan_id``;
-    memories are not touched. ``{"dry_run": false, "plan_id": "..."}`` applies exactly the reviewed plan: a member
-    changed since the review is skipped and counted, and a near-duplicate written after it is not merged.
+    The default is a dry run: it stores a plan (numbered clusters, member versions) and returns its
+    ``plan_id``; memories are not touched. ``{"dry_run": false, "plan_id": "...", "reject": [2]}`` applies
+    exactly the reviewed plan but its rejected clusters (recorded, and not proposed again while their memories
+    keep their content): a member changed since the review is skipped and counted, and a near-duplicate written
+    after it is not merged. A discarded or expired plan is a 409, and nothing is written.
     """
     if body is None or body.dry_run:
         plan = lifecycle.consolidate_corpus
         return _report("corpus_merge", agent_id, plan(store, agent_id, dry_run=True))
     apply = lifecycle.apply_corpus_merge
-    return _report("corpus_merge", agent_id, apply(store, agent_id, body.plan_id))
+    report = apply(store, agent_id, body.plan_id, reject=body.reject, actor=admin.actor)
+    return _report("corpus_merge", agent_id, report)
+
+
+@router.post("/corpus-merge/plans/{plan_id}/discard", response_model=ReportResponse)
+def discard_corpus_merge_plan(
+    agent_id: AgentDep, plan_id: PlanIdPath, store: StoreDep, admin: AdminDep
+) -> ReportResponse:
+    """Discard a pending corpus-merge plan whole: nothing is merged and nothing is held against its clusters
+    (a later plan may propose them again). Discarding a closed plan reports its status (``discarded: false``)."""
+    return _report("corpus_merge", agent_id, discard_plan(store, agent_id, plan_id, actor=admin.actor))

@@ -28,7 +28,7 @@ TOOLS = {
     "discard_merge_plan",
 }
 READ_ONLY = {"recall", "get_memory", "get_health"}
-DESTRUCTIVE = {"update_memory", "delete_memory", "restore_memory", "consolidate_corpus"}
+DESTRUCTIVE = {"update_memory", "delete_memory", "restore_memory", "consolidate_corpus", "discard_merge_plan"}
 
 
 def payload(result: Any) -> Any:

@@ -92,14 +92,14 @@ def http_burst(base: str, clients: int, writes: int, tag: str) -> tuple[float, d
     others (the same text raced by every client). Returns (remembers/s, content -> acknowledged id, errors)."""
     import httpx
 
-    shared = [f"shared {tag} fact {i}: the queue drains at {i} am" for i in range(writes // 2)]
+    shared = [f"shared {tag}: {t}" for t in texts(writes // 2, seed=len(tag))]
     acked: dict[str, set[str]] = {}
     errors = [0]
     lock = threading.Lock()
     go = threading.Event()
 
     def client(k: int) -> None:
-        own = [f"client {k} {tag} private fact {i} about {t}" for i, t in enumerate(texts(writes - len(shared), k))]
+        own = [f"client {k} {tag}: {t}" for t in texts(writes - len(shared), seed=100 + k)]
         with httpx.Client(base_url=base, headers={"Authorization": "Bearer tok-bench"}, timeout=120) as http:
             go.wait()
             for content in [c for pair in zip(shared, own, strict=False) for c in pair] + own[len(shared) :]:

@@ -42,11 +42,22 @@ NEIGHBOURS = 8
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
     """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity``."""
+    return many_visible_neighbours(store, agent_id, [vector], k)[0]
+
+
+def many_visible_neighbours(
+    store: MemoryStore, agent_id: str, vectors: Sequence[list[float]], k: int = NEIGHBOURS
+) -> list[list[Memory]]:
+    """:func:`visible_neighbours` of several vectors of one agent, in one query (a multi-vector search is
+    several times cheaper than as many single ones)."""
     where = f"{eq('agent_id', agent_id)} AND status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
-    hits = store.memories.search(vector).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
+    query = list(vectors) if len(vectors) > 1 else vectors[0]
+    hits = store.memories.search(query).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
+    out: list[list[Memory]] = [[] for _ in vectors]
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
-    return hits
+        out[int(h.pop("query_index", 0))].append(h)
+    return out
 
 
 Item = tuple[Memory, str]
@@ -76,6 +87,13 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     stored = stored_by_hash(store, [row for row, _ in items])
     first: dict[str, int] = {}
     same_as: dict[int, int] = {}
+    for i, (row, _) in enumerate(items):
+        if row["content_hash"] not in stored:
+            first.setdefault(row["content_hash"], i)
+    # The neighbours of every row to check, read before any commit of the batch: after one (a flush, a
+    # collapse) the rows after it read theirs again (a collapse only moves versions, which CAS re-reads).
+    neighbours = _neighbours_of(store, [(i, items[i][0]) for i in first.values()])
+    first.clear()
     for i, (row, actor) in enumerate(items):
         digest = row["content_hash"]
         if digest in stored:
@@ -88,7 +106,8 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
         try:
             if pending.near(row):
                 pending.flush(out)
-            decided = _check(store, row, actor=actor)
+                neighbours.clear()
+            decided = _check(store, row, actor=actor, neighbours=neighbours.get(i))
         except Exception as exc:
             out[i] = exc
             continue
@@ -154,12 +173,28 @@ def _near(store: MemoryStore) -> float:
 Found = list[tuple[Memory, Any]]
 
 
-def _check(store: MemoryStore, row: Memory, *, actor: str) -> RememberResult | Found:
-    """The checks of one new row against the store: the result when it needs no insert (a racing writer's
-    exact duplicate, or a near duplicate it collapsed into), else the contradictions to record once inserted."""
+def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
+    """The visible neighbours of each ``(index, row)``, one query per agent."""
+    by_agent: dict[str, list[tuple[int, Memory]]] = {}
+    for i, row in rows:
+        by_agent.setdefault(row["agent_id"], []).append((i, row))
+    out: dict[int, list[Memory]] = {}
+    for agent_id, group in by_agent.items():
+        found = many_visible_neighbours(store, agent_id, [r["vector"] for _, r in group])
+        out.update((i, hits) for (i, _), hits in zip(group, found, strict=True))
+    return out
+
+
+def _check(
+    store: MemoryStore, row: Memory, *, actor: str, neighbours: list[Memory] | None = None
+) -> RememberResult | Found:
+    """The checks of one new row against the store (its ``neighbours`` if already read): the result when it
+    needs no insert (a racing writer's exact duplicate, or a near duplicate it collapsed into), else the
+    contradictions to record once inserted."""
     from engram_pipeline.store.core import RememberResult
 
-    neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
+    if neighbours is None:
+        neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
         # The same content, committed by a racing writer since the exact check: the row that stays, untouched.
         existing = store._by_hash(row["agent_id"], row["content_hash"])
@@ -176,6 +211,10 @@ def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tup
     from engram_pipeline.judge import same_fact
 
     s = store.settings
+    # Below this cosine neither the judge nor the contradiction band acts (judge.py: "below the floor a pair
+    # is distinct"): the pairs under it are not worth judging.
+    floor = _near(store)
+    neighbours = [n for n in neighbours if n["_similarity"] >= floor]
     for n in neighbours:
         # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
         # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.

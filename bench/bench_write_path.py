@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_store import open_store, texts  # noqa: E402
 
+import engram_pipeline  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 
@@ -132,7 +133,8 @@ def bench_http(root: Path, clients: int, writes: int) -> None:
         "ENGRAM_DB_URI": uri,
         "ENGRAM_HOME": str(root),
         "ENGRAM_API_KEYS": "bench:tok-bench:bench",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        # the library this process imported (PYTHONPATH=/other/checkout benches that checkout's code)
+        "PYTHONPATH": str(Path(engram_pipeline.__file__).resolve().parents[1]),
     }
     cmd = [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)]
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -168,12 +170,15 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     except Exception as exc:  # the [minilm] extra is optional
         print(f"\nminilm skipped: {exc}")
         return
-    embeds = []
-    for text in texts(single, 21):
+    embeds, calls = [], []
+    for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
+        # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
         t = time.perf_counter()
-        store.embed([text])
+        store.embed([probe])
         embeds.append(time.perf_counter() - t)
-    calls = single_writes(store, single, 22)
+        t = time.perf_counter()
+        store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
+        calls.append(time.perf_counter() - t)
     batch = texts(rows, 23)
     t = time.perf_counter()
     store.embed(batch)

@@ -26,16 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram_pipeline.claims import detect_contradiction
+from engram_pipeline.judge import get_judge, same_fact
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
-from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.group_commit import GroupCommit
+from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
 from engram_pipeline.store.sql import eq, in_list
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.cas import CasResult
-    from engram_pipeline.store.core import MemoryStore, RememberResult
+    from engram_pipeline.store.core import MemoryStore
 
 NEIGHBOURS = 8
 
@@ -80,10 +82,8 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     batch goes in one commit; contradictions found are recorded after it. A failure of one row is
     returned for that row; nothing of a row that fails validation was ever queued (``new_row`` runs first).
     """
-    from engram_pipeline.store.core import RememberResult
-
     out: list[RememberResult | BaseException | None] = [None] * len(items)
-    pending = _Pending(store, _near(store), store.memories.version)  # read before the exact check: see insert_new
+    pending = _Pending(store, _near(store), store.memories_version())  # read before the exact check: see insert_new
     stored = stored_by_hash(store, [row for row, _ in items])
     first: dict[str, int] = {}
     same_as: dict[int, int] = {}
@@ -164,8 +164,6 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: int) -
 def _near(store: MemoryStore) -> float:
     """The lowest cosine at which a pair of rows matters to a write: the judge's floor, or the contradiction
     band's start, or the duplicate threshold."""
-    from engram_pipeline.judge import get_judge
-
     s = store.settings
     return min(get_judge(store).floor, s.contradiction_threshold, s.duplicate_threshold)
 
@@ -191,8 +189,6 @@ def _check(
     """The checks of one new row against the store (its ``neighbours`` if already read): the result when it
     needs no insert (a racing writer's exact duplicate, or a near duplicate it collapsed into), else the
     contradictions to record once inserted."""
-    from engram_pipeline.store.core import RememberResult
-
     if neighbours is None:
         neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
@@ -207,9 +203,6 @@ def _check(
 def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
     """Of ``neighbours`` (with ``_similarity``), the first the judge calls the same fact as ``row``; failing
     that, those the contradiction rules find ``row`` contradicts."""
-    from engram_pipeline.claims import detect_contradiction
-    from engram_pipeline.judge import same_fact
-
     s = store.settings
     # Below this cosine neither the judge nor the contradiction band acts (judge.py: "below the floor a pair
     # is distinct"): the pairs under it are not worth judging.
@@ -260,8 +253,6 @@ class _Pending:
 
     def flush(self, out: list[RememberResult | BaseException | None]) -> None:
         """Insert the pending rows in one commit, then record their contradictions; results go to ``out``."""
-        from engram_pipeline.store.core import RememberResult
-
         entries, self.entries = self.entries, []
         if not entries:
             return
@@ -295,8 +286,6 @@ def as_stored(store: MemoryStore, row: Memory) -> Memory:
 
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
     """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit)."""
-    from engram_pipeline.store.core import RememberResult
-
     score = float(existing["_similarity"])
 
     def change(row: Memory) -> dict[str, Any]:

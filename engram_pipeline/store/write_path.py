@@ -28,7 +28,7 @@ import numpy as np
 
 from engram_pipeline.claims import detect_contradiction
 from engram_pipeline.judge import get_judge, same_fact
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
+from engram_pipeline.model import DEFAULT_CONFIDENCE, Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.group_commit import GroupCommit
@@ -307,7 +307,7 @@ def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: 
             "importance": importance,
             "importance_factors": factors,
             "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
-            "confidence": reinforce(float(0.5 if row["confidence"] is None else row["confidence"])),
+            "confidence": reinforce(float(DEFAULT_CONFIDENCE if row["confidence"] is None else row["confidence"])),
             "tags": sorted(set(row["tags"] or []) | set(incoming["tags"] or [])),
         }
 

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -168,3 +169,14 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
     assert compactions(store) >= 1
     assert fragments(store) < MAX_FRAGMENTS
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
+
+
+def test_a_collapse_reinforces_a_real_zero_confidence_from_zero(tmp_path: Path, settings: Settings) -> None:
+    from engram_pipeline.scoring import reinforce
+
+    store = open_store(tmp_path, settings)
+    base = unit(np.random.default_rng(0).normal(size=DIM))
+    first = store.remember("a", "Deploys run every night at two", vector=base.tolist(), confidence=0.0).memory
+    again = store.remember("a", "Every night at two the deploy runs", vector=at_cosine(base, 0.98))
+    assert again.outcome == "semantic_duplicate" and again.memory["id"] == first["id"]
+    assert again.memory["confidence"] == pytest.approx(reinforce(0.0))  # was reinforce(0.5)

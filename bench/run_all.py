@@ -2,8 +2,8 @@
 
 ``python bench/run_all.py`` (what ``make bench`` runs) uses quick sizes that finish in minutes on 2 cores;
 ``--full`` uses the sizes the issues name (200k-vector graph, 1M-row decays, 100k recall latency, 20-agent
-backfill), which take the better part of an hour. ``--only NAME`` runs one (the script name without
-``bench_``). Every script prints ratios against a reference it measures in the same run.
+backfill, 100k-row write path), which take the better part of an hour. ``--only NAME`` runs one (the script
+name without ``bench_``). Every script prints ratios against a reference it measures in the same run.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+WRITE_PATH_QUICK = "--large 10000 --single 100 --http-writes 30 --bulk-rows 20000 --minilm-rows 200 --minilm-single 10"
 # name -> (quick arguments, full arguments)
 BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "neighbour_graph": (["--n", "30000", "--repeats", "1"], ["--n", "200000", "--lance-index"]),
@@ -39,6 +40,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
         ],
         [],
     ),
+    "write_path": ([*WRITE_PATH_QUICK.split(), "--fragment-writes", "500", "--queries", "50"], []),
     "recall_latency": (
         ["--memories", "20000", "--agents", "20"],
         ["--memories", "100000", "--agents", "100", "--minilm"],

@@ -35,6 +35,7 @@ from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUM
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
 from engram_pipeline.store.rows import INPUT_FIELDS
+from engram_pipeline.store.write_path import insert_new
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -87,8 +88,9 @@ def import_jsonl(
     """Import memories from a JSONL file path, or from an iterable of JSON lines or dicts.
 
     Each batch is validated whole, embedded in one ``store.embed`` call and written in one commit
-    (``store.insert_rows``). ``progress(n)`` is called with the number of lines each batch consumed.
-    See the module docstring for how bad lines, duplicates and store-managed fields are handled.
+    (an append, :func:`engram_pipeline.store.write_path.insert_new`). ``progress(n)`` is called with the
+    number of lines each batch consumed. See the module docstring for how bad lines, duplicates and
+    store-managed fields are handled.
 
     >>> from engram_pipeline.settings import Settings
     >>> from engram_pipeline.store import MemoryStore
@@ -105,6 +107,7 @@ def import_jsonl(
     errors: list[LineError] = []
     for batch in _batches(_numbered(source), batch_size):
         lines += len(batch)
+        checked_at = store.memories_version()  # before the checks against the store: see write_path.insert_new
         rows, dup, bad = _validate_batch(store, batch)
         if bad:
             errors.extend(bad)
@@ -119,7 +122,7 @@ def import_jsonl(
             vectors = store.embed([r["content"] for r in rows])
             for row, vec in zip(rows, vectors, strict=True):
                 row["vector"] = vec.tolist()
-            inserted = store.insert_rows(rows)
+            inserted = insert_new(store, rows, checked_at=checked_at)
             # A concurrent writer may have stored the same content in between: that is a duplicate too.
             created += len(inserted)
             dup += len(rows) - len(inserted)

@@ -29,10 +29,8 @@ def merge_band(settings: Settings) -> tuple[Band, ...]:
 
 
 def contradiction_bands(settings: Settings) -> tuple[Band, ...]:
-    lo, hi, dup = settings.contradiction_threshold, settings.contradiction_threshold_max, settings.duplicate_threshold
-    if dup >= hi:
-        return ((lo, hi if hi < 1.0 else None), (max(lo, dup), None))
-    return ((lo, hi if hi < 1.0 else None),)
+    lo, hi = settings.contradiction_threshold, settings.contradiction_threshold_max
+    return ((lo, hi if hi < 1.0 else None), (settings.duplicate_threshold, None))
 
 
 def in_bands(similarity: float, bands: tuple[Band, ...]) -> bool:

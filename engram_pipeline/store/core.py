@@ -77,6 +77,7 @@ class MemoryStore:
         self.access_log = AccessLog(self._table("access_log", ACCESS_LOG_SCHEMA, existing))
         if "memories" not in existing:
             self._create_scalar_indexes()
+        self.write_group = write_path.new_write_group(self)  # batches concurrent remembers into one commit
 
     @classmethod
     def open(
@@ -319,11 +320,8 @@ class MemoryStore:
             created_at=created_at,
             ttl_s=ttl_s,
         )
-        existing = self._by_hash(agent_id, row["content_hash"])
-        if existing is not None:
-            return RememberResult(existing, "exact_duplicate")
         row["vector"] = self._vector_for(content, vector)
-        return write_path.remember_row(self, row, actor=actor)
+        return self.write_group.submit((row, actor))
 
     def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory:
         """Validate the fields of a new memory and build its row (without a vector); see

@@ -176,9 +176,14 @@ def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ..
             return tuple(built), retries, skipped
     elif table.count_rows() < store.settings.vector_index_min_rows:
         return tuple(built), retries, skipped
-    # The column goes first: with ``config`` LanceDB reads that argument as the column, not the metric.
-    build("vector", lambda: table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True))
+    build("vector", partial(build_vector_index, table))
     return tuple(built), retries, skipped
+
+
+def build_vector_index(table: Any) -> None:
+    """(Re)build the vector index of ``memories`` as one segment."""
+    # The column goes first: with ``config`` LanceDB reads that argument as the column, not the metric.
+    table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
 
 
 def describe(store: MemoryStore) -> dict[str, Any]:

@@ -1,6 +1,10 @@
-"""Write-time checks of ``remember``: semantic dedup and contradiction handling.
+"""The write path of ``remember``: group commit, exact and semantic dedup, contradiction handling.
 
-After exact dedup (done by the caller), the new row's nearest visible neighbours of the same agent decide:
+``MemoryStore.remember`` validates and embeds, then hands the row to the store's group commit
+(:mod:`engram_pipeline.store.group_commit`): the writes of one process that arrive while a batch commits are
+checked and inserted together by :func:`remember_batch`, in one commit. Exact duplicates (per agent, the
+normalised content hash) are found for the whole batch in one read through the BTree index on
+``content_hash``. Then the new row's nearest visible neighbours of the same agent decide:
 
 * the store's merge judge (:func:`engram_pipeline.judge.same_fact`, the decision the corpus merge uses)
   calls the pair a duplicate: the write collapses into the existing row, which gains a
@@ -9,6 +13,9 @@ After exact dedup (done by the caller), the new row's nearest visible neighbours
 * similarity in [``MEMORY_CONTRADICTION_THRESHOLD``, ``..._MAX``) and the rules of
   :mod:`engram_pipeline.claims` fire: policy ``flag`` marks both rows ``contradicted`` (both stay in recall)
   with a ``contradicts`` link; policy ``supersede`` hides the older row behind the new one, audited.
+
+Both reads stay bounded as the table grows because the store compacts and re-indexes itself once writes
+have left enough small fragments (:mod:`engram_pipeline.store.self_compaction`).
 """
 
 from __future__ import annotations
@@ -17,13 +24,19 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engram_pipeline.claims import detect_contradiction
-from engram_pipeline.judge import same_fact
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, rows_to_table, utcnow
+from engram_pipeline.judge import get_judge, same_fact
+from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
-from engram_pipeline.store.cas import CasResult
+from engram_pipeline.similarity.bands import contradiction_bands, in_bands
+from engram_pipeline.store.cas import CasResult, _with_retry
+from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
-from engram_pipeline.store.sql import eq
+from engram_pipeline.store.self_compaction import after_commit
+from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -33,45 +46,240 @@ NEIGHBOURS = 8
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
     """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity``."""
-    where = f"{eq('agent_id', agent_id)} AND status NOT IN ('superseded', 'archived') AND superseded_by IS NULL"
-    hits = store.memories.search(vector).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
+    return many_visible_neighbours(store, agent_id, [vector], k)[0]
+
+
+def many_visible_neighbours(
+    store: MemoryStore, agent_id: str, vectors: Sequence[list[float]], k: int = NEIGHBOURS
+) -> list[list[Memory]]:
+    """:func:`visible_neighbours` of several vectors of one agent, in one query (a multi-vector search is
+    several times cheaper than as many single ones)."""
+    where = f"{eq('agent_id', agent_id)} AND {VISIBLE_SQL}"
+    query = list(vectors) if len(vectors) > 1 else vectors[0]
+    hits = store.memories.search(query).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
+    out: list[list[Memory]] = [[] for _ in vectors]
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
-    return hits
+        out[int(h.pop("query_index", 0))].append(h)
+    return out
 
 
-def remember_row(store: MemoryStore, row: Memory, *, actor: str) -> RememberResult:
+Item = tuple[Memory, str]
+"""A write handed to the group commit: the new row (with its vector) and the actor writing it."""
+
+
+def new_write_group(store: MemoryStore) -> GroupCommit[Item, RememberResult]:
+    """The group commit that batches the ``remember`` calls of one process (see :mod:`.group_commit`)."""
+    return GroupCommit(lambda items: remember_batch(store, items))
+
+
+def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberResult | BaseException]:
+    """The write-time checks and the insert of a batch of new rows, as if written one after another in order,
+    in one commit where the rows do not touch one another.
+
+    Exact duplicates against the store are found in one read for the whole batch; a row whose content an
+    earlier row of the batch has gets that row's result (``exact_duplicate`` of it once inserted). A row close
+    enough to a row of the batch not yet inserted that the judge would merge the pair or the contradiction
+    rules flag it first commits the rows before it, so its checks see them in the store. The rest of the
+    batch goes in one commit; contradictions found are recorded after it. A failure of one row is
+    returned for that row; nothing of a row that fails validation was ever queued (``new_row`` runs first).
+    """
+    out: list[RememberResult | BaseException | None] = [None] * len(items)
+    pending = _Pending(store, _near(store), store.memories_version())  # read before the exact check: see insert_new
+    stored = stored_by_hash(store, [row for row, _ in items])
+    first: dict[str, int] = {}
+    same_as: dict[int, int] = {}
+    for i, (row, _) in enumerate(items):
+        if row["content_hash"] not in stored:
+            first.setdefault(row["content_hash"], i)
+    # The neighbours of every row to check, read before any commit of the batch: after one (a flush, a
+    # collapse) the rows after it read theirs again (a collapse only moves versions, which CAS re-reads).
+    neighbours = _neighbours_of(store, [(i, items[i][0]) for i in first.values()])
+    first.clear()
+    for i, (row, actor) in enumerate(items):
+        digest = row["content_hash"]
+        if digest in stored:
+            out[i] = RememberResult(stored[digest], "exact_duplicate")
+            continue
+        if digest in first:
+            same_as[i] = first[digest]
+            continue
+        first[digest] = i
+        try:
+            if pending.near(row):
+                pending.flush(out)
+                neighbours.clear()
+            decided = _check(store, row, actor=actor, neighbours=neighbours.get(i))
+        except Exception as exc:
+            out[i] = exc
+            continue
+        if isinstance(decided, RememberResult):
+            out[i] = decided
+        else:
+            pending.add(i, row, actor, decided)
+    pending.flush(out)
+    for i, j in same_as.items():
+        told = out[j]
+        if isinstance(told, RememberResult) and told.outcome == "created":
+            told = RememberResult(told.memory, "exact_duplicate")
+        out[i] = told
+    assert all(o is not None for o in out)
+    return out  # type: ignore[return-value]
+
+
+def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memory]:
+    """The stored row of each content hash of ``rows`` that the store already has.
+
+    One read of two columns through the BTree index on ``content_hash``, then the full rows of the hits only
+    (the vectors make a full row costly to read). A content hash covers the agent id,
+    so a match is the same agent's. Two rows share a hash only in the instant between racing inserts and the
+    loser's clean-up: the one that stays is named.
+    """
+    hashes = list(dict.fromkeys(r["content_hash"] for r in rows))
+    hits: list[Memory] = []
+    for start in range(0, len(hashes), 1000):
+        q = store.memories.search().where(f"content_hash IN {in_list(hashes[start : start + 1000])}")
+        hits += q.select(["id", "content_hash"]).limit(None).to_arrow().to_pylist()
+    found: dict[str, list[Memory]] = {}
+    for r in store.get_many([h["id"] for h in hits]) if hits else []:
+        found.setdefault(r["content_hash"], []).append(r)
+    return {digest: store._first_committed(group) for digest, group in found.items()}
+
+
+def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: int) -> list[str]:
+    """Append rows found new by an exact check that read table version ``checked_at`` or later, in one commit;
+    returns the ids that stay.
+
+    An append, not the ``merge_insert`` on ``content_hash`` of :meth:`MemoryStore.insert_rows` (a join
+    against the whole table, twice the time). A racing writer's row of the same content is caught after the
+    fact, as ``insert_rows`` must anyway (lancedb does not detect racing inserts of one key): the row
+    committed first stays, a later one is deleted, audited. When the append's commit is ``checked_at + 1``
+    no commit came between the check and it, so no such row can exist and that second read is skipped.
+    """
+    table = rows_to_table(list(rows), store.memory_schema)
+    result = _with_retry(lambda: store.memories.add(table))
+    if int(result.version) == checked_at + 1:
+        return [r["id"] for r in rows]
+    return store._drop_lost_races(rows)
+
+
+def _near(store: MemoryStore) -> float:
+    """The lowest cosine at which a pair of rows matters to a write: the judge's floor, or the contradiction
+    band's start, or the duplicate threshold."""
     s = store.settings
-    neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
+    return min(get_judge(store).floor, s.contradiction_threshold, s.duplicate_threshold)
+
+
+Found = list[tuple[Memory, Any]]
+
+
+def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
+    """The visible neighbours of each ``(index, row)``, one query per agent."""
+    by_agent: dict[str, list[tuple[int, Memory]]] = {}
+    for i, row in rows:
+        by_agent.setdefault(row["agent_id"], []).append((i, row))
+    out: dict[int, list[Memory]] = {}
+    for agent_id, group in by_agent.items():
+        found = many_visible_neighbours(store, agent_id, [r["vector"] for _, r in group])
+        out.update((i, hits) for (i, _), hits in zip(group, found, strict=True))
+    return out
+
+
+def _check(
+    store: MemoryStore, row: Memory, *, actor: str, neighbours: list[Memory] | None = None
+) -> RememberResult | Found:
+    """The checks of one new row against the store (its ``neighbours`` if already read): the result when it
+    needs no insert (a racing writer's exact duplicate, or a near duplicate it collapsed into), else the
+    contradictions to record once inserted."""
+    if neighbours is None:
+        neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
         # The same content, committed by a racing writer since the exact check: the row that stays, untouched.
         existing = store._by_hash(row["agent_id"], row["content_hash"])
         if existing is not None:
             return RememberResult(existing, "exact_duplicate")
+    same, found = _judge(store, row, neighbours)
+    return found if same is None else _collapse(store, same, row, actor=actor)
+
+
+def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
+    """Of ``neighbours`` (with ``_similarity``), the first the judge calls the same fact as ``row``; failing
+    that, those the contradiction rules find ``row`` contradicts."""
+    s = store.settings
+    # Below this cosine neither the judge nor the contradiction band acts (judge.py: "below the floor a pair
+    # is distinct"): the pairs under it are not worth judging.
+    floor = _near(store)
+    neighbours = [n for n in neighbours if n["_similarity"] >= floor]
     for n in neighbours:
         # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
         # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.
         if same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])).merge:
-            return _collapse(store, n, row, actor=actor)
+            return n, []
     found = []
+    bands = contradiction_bands(s)
     for n in neighbours:
         sim = n["_similarity"]
         # A vetoed duplicate is checked too: an embedder can score "lives in Berlin" / "lives in Munich"
         # above the duplicate threshold, and that contradiction must not go unrecorded.
-        if not (s.contradiction_threshold <= sim < s.contradiction_threshold_max or sim >= s.duplicate_threshold):
+        if not in_bands(sim, bands):
             continue
         hit = detect_contradiction(row["content"], n["content"])
         if hit is not None:
             found.append((n, hit))
-    inserted = store.insert_rows([row])
-    if not inserted:  # a concurrent writer stored the same content first
-        existing = store._by_hash(row["agent_id"], row["content_hash"])
-        assert existing is not None
-        return RememberResult(existing, "exact_duplicate")
-    contradictions = tuple(_apply_contradiction(store, row, n, hit, actor=actor) for n, hit in found)
-    # Without contradictions the stored row is exactly the one written: skip a read (a third of a remember).
-    stored = store.get(row["id"], track_access=False) if contradictions else as_stored(store, row)
-    return RememberResult(stored, "created", None, contradictions)
+    return None, found
+
+
+@dataclasses.dataclass
+class _Pending:
+    """The rows of a batch checked and waiting for their commit."""
+
+    store: MemoryStore
+    near_cosine: float
+    checked_at: int  # the table version the batch's exact check read (or a later one)
+    entries: list[tuple[int, Memory, str, Found]] = dataclasses.field(default_factory=list)
+
+    def add(self, index: int, row: Memory, actor: str, found: Found) -> None:
+        self.entries.append((index, row, actor, found))
+
+    def near(self, row: Memory) -> bool:
+        """Whether the judge or the contradiction rules would act on ``row`` and a pending row of its agent
+        (then ``row`` must be checked against the store once the pending rows are in it)."""
+        mine = [r for _, r, _, _ in self.entries if r["agent_id"] == row["agent_id"]]
+        if not mine:
+            return False
+        others = np.asarray([r["vector"] for r in mine], dtype=np.float32)
+        vec = np.asarray(row["vector"], dtype=np.float32)
+        cos = others @ vec / (np.linalg.norm(others, axis=1) * np.linalg.norm(vec) + 1e-12)
+        order = [int(j) for j in np.argsort(-cos)[:NEIGHBOURS] if cos[j] >= self.near_cosine]
+        same, found = _judge(self.store, row, [{**mine[j], "_similarity": float(cos[j])} for j in order])
+        return same is not None or bool(found)
+
+    def flush(self, out: list[RememberResult | BaseException | None]) -> None:
+        """Insert the pending rows in one commit, then record their contradictions; results go to ``out``."""
+        entries, self.entries = self.entries, []
+        if not entries:
+            return
+        store = self.store
+        try:
+            inserted = set(insert_new(store, [row for _, row, _, _ in entries], checked_at=self.checked_at))
+        except Exception as exc:  # nothing of the batch was acknowledged: every writer in it hears why
+            for index, *_ in entries:
+                out[index] = exc
+            return
+        for index, row, actor, found in entries:
+            try:
+                if row["id"] not in inserted:  # a concurrent writer stored the same content first
+                    existing = store._by_hash(row["agent_id"], row["content_hash"])
+                    assert existing is not None
+                    out[index] = RememberResult(existing, "exact_duplicate")
+                    continue
+                contradictions = tuple(_apply_contradiction(store, row, n, hit, actor=actor) for n, hit in found)
+                # Without contradictions the stored row is exactly the one written: skip a read.
+                stored = store.get(row["id"], track_access=False) if contradictions else as_stored(store, row)
+                out[index] = RememberResult(stored, "created", None, contradictions)
+            except Exception as exc:
+                out[index] = exc
+        after_commit(store)
 
 
 def as_stored(store: MemoryStore, row: Memory) -> Memory:
@@ -102,7 +310,7 @@ def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: 
             "importance": importance,
             "importance_factors": factors,
             "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
-            "confidence": reinforce(float(row["confidence"] or 0.5)),
+            "confidence": reinforce(confidence_of(row)),
             "tags": sorted(set(row["tags"] or []) | set(incoming["tags"] or [])),
         }
 
@@ -180,7 +388,7 @@ def mark_contradicted_many(
             meta.setdefault("contradictions", []).append(
                 {"with": p, "reason": partners[row["id"]][p], "at": now.isoformat()}
             )
-        hidden = row["status"] in ("superseded", "archived") or row["superseded_by"] is not None
+        hidden = not is_visible(row)
         return {
             "id": row["id"],
             "version": row["version"],
@@ -230,7 +438,7 @@ def mark_superseded_many(
         target.setdefault(row_id, {by: why})
 
     def change(row: Memory) -> dict[str, Any] | None:
-        if row["superseded_by"] is not None or row["status"] in ("superseded", "archived"):
+        if not is_visible(row):
             return None
         ((by, why),) = target[row["id"]].items()
         meta = loads_metadata(row)

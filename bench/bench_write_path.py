@@ -1,0 +1,270 @@
+"""Benchmark the online write path: single ``remember`` at two table sizes, 16 HTTP clients (group commit),
+MiniLM ``remember`` against its embedding time, bulk import against raw embedding, and fragments after a run of
+single writes with recall on them against a freshly compacted store.
+
+    python bench/bench_write_path.py                      # the sizes issue 12 names (100k rows, 10k writes)
+    python bench/bench_write_path.py --small 1000 --large 10000 --single 100 --fragment-writes 500 \
+        --http-writes 40 --bulk-rows 20000 --minilm-rows 200          # quick run (what ``make bench`` runs)
+
+Every figure is printed beside the reference measured in the same run (the 1k-row store for the large one,
+one HTTP client for sixteen, embedding alone for MiniLM ``remember`` and for bulk import, a compacted store
+for recall). The machine is shared: the ``uptime`` load is printed first; compare ratios, not absolutes.
+
+Targets (issue 12): single remember p50 <= 10 ms and p99 <= 50 ms at 100k rows, p50 at 100k within 1.5x of
+1k; 16 clients >= 500 remembers/s with 0 lost and 0 duplicate rows; MiniLM remember p50 <= embed + 10 ms;
+bulk import >= 10,000 rows/s (hashing) and >= 90% of raw batch embedding (MiniLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_store import open_store, texts  # noqa: E402
+
+import engram_pipeline  # noqa: E402
+from engram_pipeline.importer import import_jsonl  # noqa: E402
+from engram_pipeline.store import MemoryStore  # noqa: E402
+
+AGENTS = 10
+
+
+def ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000, q))
+
+
+def fill(store: MemoryStore, n: int, seed: int) -> None:
+    lines = [{"agent_id": f"agent-{i % AGENTS}", "content": c, "tier": "ltm"} for i, c in enumerate(texts(n, seed))]
+    t = time.perf_counter()
+    import_jsonl(store, lines, batch_size=5000)
+    store.maintain()  # a store of that size as it stands in service: compacted and indexed
+    print(f"  filled {n} rows and maintained in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+
+
+def single_writes(store: MemoryStore, n: int, seed: int) -> list[float]:
+    out = []
+    for i, text in enumerate(texts(n, seed)):
+        t = time.perf_counter()
+        store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def fragments(store: MemoryStore) -> int:
+    return int(store.memories.stats()["fragment_stats"]["num_fragments"])
+
+
+def bench_single(root: Path, small: int, large: int, n: int) -> None:
+    p50 = {}
+    print(f"\nsingle remember, one client, hashing, {n} writes (ms)")
+    print(f"{'rows in store':<16} {'p50':>8} {'p99':>8} {'fragments after':>16}")
+    for size in (small, large):
+        store = open_store(root, f"single-{size}", "hashing")
+        fill(store, size, seed=size)
+        calls = single_writes(store, n, seed=size + 1)
+        p50[size] = ms(calls, 50)
+        print(f"{size:<16} {p50[size]:>8.1f} {ms(calls, 99):>8.1f} {fragments(store):>16}", flush=True)
+    print(f"p50 at {large} / p50 at {small}: {p50[large] / p50[small]:.2f}x (target <= 1.5x)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_burst(base: str, clients: int, writes: int, tag: str) -> tuple[float, dict[str, str], int]:
+    """``clients`` threads, each ``writes`` remembers; half of every client's contents are shared with all the
+    others (the same text raced by every client). Returns (remembers/s, content -> acknowledged id, errors)."""
+    import httpx
+
+    shared = [f"shared {tag}: {t}" for t in texts(writes // 2, seed=len(tag))]
+    acked: dict[str, set[str]] = {}
+    errors = [0]
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def client(k: int) -> None:
+        own = [f"client {k} {tag}: {t}" for t in texts(writes - len(shared), seed=100 + k)]
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer tok-bench"}, timeout=120) as http:
+            go.wait()
+            for content in [c for pair in zip(shared, own, strict=False) for c in pair] + own[len(shared) :]:
+                r = http.post("/v1/memories", json={"agent_id": "bench", "content": content, "tier": "ltm"})
+                with lock:
+                    if r.status_code in (200, 201):
+                        acked.setdefault(content, set()).add(r.json()["memory"]["id"])
+                    else:
+                        errors[0] += 1
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    start = time.perf_counter()
+    go.set()
+    for t in threads:
+        t.join()
+    rate = clients * writes / (time.perf_counter() - start)
+    split = sum(1 for ids in acked.values() if len(ids) > 1)  # one content told two different ids
+    return rate, {c: next(iter(ids)) for c, ids in acked.items()}, errors[0] + split
+
+
+def bench_http(root: Path, clients: int, writes: int) -> None:
+    uri = str(root / "http")
+    open_store(root, "http", "hashing").remember("bench", "an earlier memory so the table exists")
+    port = free_port()
+    env = {
+        **os.environ,
+        "ENGRAM_EMBEDDER": "hashing",
+        "ENGRAM_DB_URI": uri,
+        "ENGRAM_HOME": str(root),
+        "ENGRAM_API_KEYS": "bench:tok-bench:bench",
+        # the library this process imported (PYTHONPATH=/other/checkout benches that checkout's code)
+        "PYTHONPATH": str(Path(engram_pipeline.__file__).resolve().parents[1]),
+    }
+    cmd = [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)]
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        for _ in range(600):
+            try:
+                httpx.get(f"{base}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        one, _, _ = http_burst(base, 1, writes, "solo")
+        many, acked, errors = http_burst(base, clients, writes, "race")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    store = MemoryStore.open(uri, settings=open_store(root, "http", "hashing").settings)
+    rows = store.scan("bench", columns=["id", "content"]).to_pylist()
+    present = {r["id"] for r in rows}
+    lost = sum(1 for i in acked.values() if i not in present)
+    dupes = sum(n - 1 for n in Counter(r["content"] for r in rows).values() if n > 1)
+    print(f"\nHTTP remember, hashing, {writes} writes per client (half of them raced by every client)")
+    print(f"1 client: {one:.0f}/s; {clients} clients: {many:.0f}/s ({many / one:.1f}x; target >= 500/s)")
+    print(f"lost acknowledged writes: {lost}; duplicate rows: {dupes}; errors or split ids: {errors}")
+
+
+def bench_minilm(root: Path, single: int, rows: int) -> None:
+    try:
+        store = open_store(root, "minilm", "minilm")
+        store.embed(["warm up"])
+    except Exception as exc:  # the [minilm] extra is optional
+        print(f"\nminilm skipped: {exc}")
+        return
+    embeds, calls = [], []
+    for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
+        # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
+        t = time.perf_counter()
+        store.embed([probe])
+        embeds.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
+        calls.append(time.perf_counter() - t)
+    batch = texts(rows, 23)
+    t = time.perf_counter()
+    store.embed(batch)
+    raw = rows / (time.perf_counter() - t)
+    lines = [{"agent_id": f"agent-{i % AGENTS}", "content": c, "tier": "ltm"} for i, c in enumerate(texts(rows, 24))]
+    t = time.perf_counter()
+    import_jsonl(store, lines, batch_size=250)
+    imported = rows / (time.perf_counter() - t)
+    print(f"\nminilm: embed p50 {ms(embeds, 50):.1f} ms, remember p50 {ms(calls, 50):.1f} ms ", end="")
+    print(f"(+{ms(calls, 50) - ms(embeds, 50):.1f} ms; target <= +10 ms)")
+    print(f"minilm bulk import {imported:.0f} rows/s vs raw batch embedding {raw:.0f}/s: {imported / raw:.0%}")
+
+
+def bench_bulk(root: Path, rows: int) -> None:
+    store = open_store(root, "bulk", "hashing")
+    contents = texts(rows, 31)
+    t = time.perf_counter()
+    for i in range(0, rows, 5000):
+        store.embed(contents[i : i + 5000])
+    raw = rows / (time.perf_counter() - t)
+    lines = [{"agent_id": f"agent-{i % AGENTS}", "content": c, "tier": "ltm"} for i, c in enumerate(contents)]
+    t = time.perf_counter()
+    report = import_jsonl(store, lines, batch_size=5000)
+    imported = rows / (time.perf_counter() - t)
+    assert report.created == rows, report
+    print(f"\nbulk import, hashing, {rows} rows: {imported:.0f} rows/s vs raw embedding {raw:.0f}/s ", end="")
+    print(f"({imported / raw:.0%}; target >= 10,000 rows/s)")
+
+
+def bench_fragments(root: Path, writes: int, queries: int) -> None:
+    store = open_store(root, "fragments", "hashing")
+    fill(store, 1000, seed=41)
+    t = time.perf_counter()
+    single_writes(store, writes, 42)
+    took = time.perf_counter() - t
+    qvecs = store.embed(texts(queries, 43)).tolist()
+
+    def recall_p50() -> float:
+        out = []
+        for i in range(queries):
+            t = time.perf_counter()
+            store.recall(f"agent-{i % AGENTS}", vector=qvecs[i], k=10, track_access=False)
+            out.append(time.perf_counter() - t)
+        return ms(out, 50)
+
+    before, after_writes = fragments(store), recall_p50()
+    store.maintain()
+    compacted = recall_p50()
+    print(f"\n{writes} single writes in {took:.0f} s ({writes / took:.0f}/s): {before} fragments in memories")
+    print(f"recall p50 then {after_writes:.1f} ms vs freshly compacted {compacted:.1f} ms ", end="")
+    print(f"({after_writes / compacted:.2f}x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--small", type=int, default=1000, help="rows in the reference store")
+    ap.add_argument("--large", type=int, default=100_000, help="rows in the large store")
+    ap.add_argument("--single", type=int, default=300, help="single remember calls per store size")
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--http-writes", type=int, default=100, help="remembers per HTTP client")
+    ap.add_argument("--minilm-single", type=int, default=30)
+    ap.add_argument("--minilm-rows", type=int, default=1000)
+    ap.add_argument("--bulk-rows", type=int, default=100_000)
+    ap.add_argument("--fragment-writes", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--only", action="append", choices=("single", "http", "minilm", "bulk", "fragments"))
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="engram-bench-wp-"))
+    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"cores: {os.cpu_count()}; args: {json.dumps(vars(args))}", flush=True)
+    want = set(args.only or ("single", "http", "minilm", "bulk", "fragments"))
+    try:
+        if "single" in want:
+            bench_single(root, args.small, args.large, args.single)
+        if "http" in want:
+            bench_http(root, args.clients, args.http_writes)
+        if "bulk" in want:
+            bench_bulk(root, args.bulk_rows)
+        if "minilm" in want:
+            bench_minilm(root, args.minilm_single, args.minilm_rows)
+        if "fragments" in want:
+            bench_fragments(root, args.fragment_writes, args.queries)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+
+
+if __name__ == "__main__":
+    main()

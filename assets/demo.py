@@ -22,7 +22,6 @@ never imports.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -118,7 +117,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     env = prepare_environment()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     # Imported once the environment is set: the code location binds its resources from it.
     from dagster import DagsterInstance

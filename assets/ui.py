@@ -75,7 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     env = dict(os.environ)
     prepare_environment(env)
-    env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
     command = [dagster_command(), "dev", "-h", args.host, "-p", str(args.port), "-w", str(args.workspace)]
     for signum in (signal.SIGINT, signal.SIGTERM):

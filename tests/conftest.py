@@ -16,10 +16,7 @@ if os.environ.get("CI"):
 
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
-
-# The inherited retention policy (prune by score and age, archive by confidence alone), for the tests of
-# those mechanics; the default `safe` policy lets go only of what is held elsewhere (test_retention.py).
-SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}
+from tests.constants import SEED_POLICY  # noqa: E402
 
 
 @pytest.fixture

@@ -150,7 +150,7 @@ def attempt(bad: Bad, store: MemoryStore, client: TestClient, mid: str, tmp_path
         path = tmp_path / "bad.jsonl"
         path.write_text(json.dumps(line(**args[1])) + "\n", encoding="utf-8")
         args[1] = str(path)
-    runner = CliRunner(env={"ENGRAM_EMBEDDER": "hashing", "HF_HUB_OFFLINE": "1", "ENGRAM_HOME": str(tmp_path)})
+    runner = CliRunner(env={"ENGRAM_EMBEDDER": "hashing", "ENGRAM_HOME": str(tmp_path)})
     result = runner.invoke(app, ["--db", store.uri, *args])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     return result.stderr

@@ -45,7 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         **os.environ,
         "ENGRAM_EMBEDDER": "hashing",
         "ENGRAM_API_KEYS": KEYS,
-        "HF_HUB_OFFLINE": "1",
         "PYTHONPATH": str(REPO),  # this checkout's code, whatever is installed
     }
     log = open(tmp / "server.log", "w")  # noqa: SIM115 - closed below

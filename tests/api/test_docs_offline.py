@@ -15,10 +15,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.constants import CHROMIUM, CHROMIUM_ARGS
+
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
 def test_docs_pages_reference_local_assets_only(client: TestClient) -> None:
@@ -43,7 +43,7 @@ def test_swagger_ui_renders_without_network(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
-    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "ENGRAM_DB_URI": str(tmp_path / "store"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "ENGRAM_DB_URI": str(tmp_path / "store")}
     server = subprocess.Popen(
         [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)],
         env=env,

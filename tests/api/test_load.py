@@ -87,7 +87,6 @@ def test_no_lost_update_under_load(store_uri: str, settings: Settings, tmp_path:
         "ENGRAM_DB_URI": store_uri,
         "ENGRAM_HOME": str(tmp_path / "home"),
         "ENGRAM_API_KEYS": "client:tok-c:a1,a2,a3;ops:tok-admin:*",
-        "HF_HUB_OFFLINE": "1",
     }
     log = (tmp_path / "server.log").open("w")  # noqa: SIM115 (closed in the finally below)
     server = subprocess.Popen(

@@ -52,7 +52,6 @@ def test_mcp_tools_over_stdio(store_uri: str, settings: Settings, tmp_path: Path
         "ENGRAM_EMBEDDER": "hashing",
         "ENGRAM_DB_URI": store_uri,
         "ENGRAM_HOME": str(tmp_path / "home"),
-        "HF_HUB_OFFLINE": "1",
     }
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "engram_pipeline.api", "--mcp-agent", "alice"], env=env, cwd=str(tmp_path)

@@ -50,7 +50,6 @@ class Server:
             "ENGRAM_DB_URI": self.uri,
             "ENGRAM_HOME": str(self.home),
             "ENGRAM_API_KEYS": "writer:tok-w:w",
-            "HF_HUB_OFFLINE": "1",
         }
         cmd = [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)]
         self.proc = subprocess.Popen(cmd, env=env, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

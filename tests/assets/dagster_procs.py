@@ -57,7 +57,6 @@ def dagster_env(
             "ENGRAM_HOME": str(Path(store_uri).parent),
             "ENGRAM_DB_URI": store_uri,
             "ENGRAM_EMBEDDER": embedder,
-            "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
             # Keep the UI from phoning home during tests.
             "DAGSTER_DISABLE_TELEMETRY": "1",

@@ -25,20 +25,10 @@ from dagster_procs import DagsterProcs, dagster_env, dagster_processes, make_dag
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.constants import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 AGENT = "reviewer-agent"
 # Canonical first (seeded with the highest importance), then its members.
 CLUSTERS = [

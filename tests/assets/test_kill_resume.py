@@ -28,7 +28,7 @@ from engram_pipeline.lifecycle.decay import PASS_NAME, decay_importance
 from engram_pipeline.model import utcnow
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 AGENT = "agent-x"
 ROWS = 3000

@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 
 from engram_pipeline.cli import app
 
-ENV = {"ENGRAM_EMBEDDER": "hashing", "HF_HUB_OFFLINE": "1"}
+ENV = {"ENGRAM_EMBEDDER": "hashing"}
 
 
 @pytest.fixture

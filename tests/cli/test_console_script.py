@@ -20,7 +20,7 @@ def _engram() -> str:
 
 @pytest.mark.integration
 def test_console_script_round_trip(tmp_path: Path) -> None:
-    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "HF_HUB_OFFLINE": "1", "ENGRAM_HOME": str(tmp_path / "h")}
+    env = {**os.environ, "ENGRAM_EMBEDDER": "hashing", "ENGRAM_HOME": str(tmp_path / "h")}
     db = str(tmp_path / "store")
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:

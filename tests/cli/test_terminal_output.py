@@ -30,7 +30,6 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "ENGRAM_EMBEDDER": "hashing",
-        "HF_HUB_OFFLINE": "1",
         "ENGRAM_HOME": str(tmp_path / "home"),
         "PYTHONPATH": root,
         "COLUMNS": "100",

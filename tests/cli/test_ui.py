@@ -43,7 +43,6 @@ def test_ui_serves_on_the_given_port_and_stops_on_sigterm(tmp_path: Path) -> Non
         "ENGRAM_HOME": str(tmp_path / "home"),
         "DAGSTER_HOME": str(tmp_path / "dagster"),
         "ENGRAM_EMBEDDER": "hashing",
-        "HF_HUB_OFFLINE": "1",
     }
     entry = "from engram_pipeline.cli import main; main()"
     log = tmp_path / "ui.log"  # a file, not a pipe: dagster dev logs more than a pipe buffer holds

@@ -73,7 +73,6 @@ def env(checkout: Path) -> dict[str, str]:
     return {
         **base,
         "ENGRAM_EMBEDDER": "hashing",
-        "HF_HUB_OFFLINE": "1",
         "DAGSTER_DISABLE_TELEMETRY": "1",
         # the copy's code, not an installed copy of the package
         "PYTHONPATH": str(checkout),

@@ -21,7 +21,7 @@ from engram_pipeline.lifecycle.schemas import derive_schemas, schema_attributes
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 K = 3.0  # ENGRAM_BELIEF_SUPPORT_K default

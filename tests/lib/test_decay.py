@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ from store_procs import fork_worker
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -30,7 +30,7 @@ from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, VersionConflict
 from engram_pipeline.store.errors import NothingToRestore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from engram_pipeline.lifecycle import _lease
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from engram_pipeline.lifecycle.contradictions import detect_contradictions
 from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

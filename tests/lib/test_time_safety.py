@@ -20,7 +20,7 @@ from engram_pipeline.lifecycle.pipeline import run_pipeline
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.visibility import is_visible
-from tests.conftest import SEED_POLICY
+from tests.constants import SEED_POLICY
 
 OFFSETS = (0, 30, 90, 365)
 KS = (5, 10, 20)

@@ -211,8 +211,8 @@ def versions_never_go_backwards(store: MemoryStore, agent_id: str, *, record: bo
         for mid, v in now.items()
         if mid in before and v < before[mid]
     ]
-    if record:
-        merged = {**before, **{mid: max(v, before.get(mid, v)) for mid, v in now.items()}}
+    merged = {**before, **{mid: max(v, before.get(mid, v)) for mid, v in now.items()}}
+    if record and merged != before:  # nothing moved since the last check: the record already says it all
         store.set_cursor(VERSIONS_PASS, agent_id, {"versions": merged, "checked_at": utcnow().isoformat()})
     return _result(
         "versions_never_go_backwards",

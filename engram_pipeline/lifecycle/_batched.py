@@ -12,6 +12,10 @@ decides its work as one polars frame (one row per unit of work, keyed by id), an
    commits) and advance the cursor with its counts;
 4. finish the cursor (give the lease back) with the totals.
 
+With a deferred cursor (:meth:`PassCursor.deferred`) and ``work`` given as a function that decides it, a run
+whose work has no row to write (``writes``) commits nothing: no lease, no cursor. Otherwise the cursor begins
+before the first batch, and the work is decided again under the lease if another run began meanwhile.
+
 :func:`write_decided` is the batch step of the passes whose decision is per row: commit the decided frame at the
 versions read, re-read the rows whose version moved, decide them again (a pure function of the fresh rows) and
 commit once more; what moved again is ``skipped_concurrent_edit``.
@@ -62,7 +66,7 @@ class BatchedRun:
 
 def run_batched(
     cursor: PassCursor,
-    work: pl.DataFrame,
+    work: pl.DataFrame | Callable[[], pl.DataFrame],
     write: Callable[[pl.DataFrame], Mapping[str, int] | BatchResult],
     *,
     size: int,
@@ -70,12 +74,26 @@ def run_batched(
     recount: Recount | None = None,
     key: str = "id",
     summary: Mapping[str, Any] | None = None,
+    writes: pl.Expr | None = None,
 ) -> BatchedRun:
     """Run ``write`` over ``work`` in batches of ``size`` keys after the cursor; see the module docstring.
 
     ``counts`` names the report's counters (all start at 0); a ``processed`` counter counts the batch's rows
-    unless ``write`` says otherwise. ``summary`` goes into the finished cursor.
+    unless ``write`` says otherwise. ``summary`` goes into the finished cursor. ``writes`` selects the rows of
+    ``work`` that ``write`` would commit (default: a non-null ``action``, or every row without that column);
+    when there is none, a deferred run's ``write`` is called once on all of it for the counts, outside the
+    lease and without a cursor, and must commit nothing.
     """
+    decide = work if callable(work) else None
+    frame = work() if callable(work) else work
+    if cursor.pending:
+        if writes is None:
+            writes = pl.col("action").is_not_null() if "action" in frame.columns else pl.lit(True)
+        if frame.filter(writes).is_empty():
+            return _idle(cursor, frame, write, counts, summary)
+        cursor.begin()
+        if cursor.stale and decide is not None:
+            frame = decide()
     totals = dict.fromkeys(counts, 0)
     _add(totals, cursor.counts)
     outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
@@ -87,7 +105,7 @@ def run_batched(
             cursor.state["outcome"] = outcome
             cursor.record(**{k: int(v) for k, v in found.counts.items() if v})
             _add(totals, found.counts)
-    todo = work.sort(key)
+    todo = frame.sort(key)
     if cursor.after is not None:
         todo = todo.filter(pl.col(key) > cursor.after)
     for start in range(0, todo.height, size):
@@ -102,6 +120,28 @@ def run_batched(
             cursor.state["outcome"] = outcome
         cursor.advance(str(batch[key][-1]), **batch_counts)
         _add(totals, batch_counts)
+    state = cursor.finish(**{f"total_{k}": v for k, v in totals.items()}, **(summary or {}))
+    return BatchedRun(totals, state, outcome)
+
+
+def _idle(
+    cursor: PassCursor,
+    work: pl.DataFrame,
+    write: Callable[[pl.DataFrame], Mapping[str, int] | BatchResult],
+    counts: Iterable[str],
+    summary: Mapping[str, Any] | None,
+) -> BatchedRun:
+    """A deferred run with nothing to write: the report a run would give, with no commit at all."""
+    totals = dict.fromkeys(counts, 0)
+    outcome: dict[str, str] = {}
+    if not work.is_empty():
+        done = write(work)
+        result = done if isinstance(done, BatchResult) else BatchResult(done)
+        batch_counts = dict(result.counts)
+        if "processed" in totals:
+            batch_counts.setdefault("processed", work.height)
+        _add(totals, batch_counts)
+        outcome.update(result.outcome)
     state = cursor.finish(**{f"total_{k}": v for k, v in totals.items()}, **(summary or {}))
     return BatchedRun(totals, state, outcome)
 

@@ -14,6 +14,14 @@ row in the ``cursors`` table, see :mod:`engram_pipeline.lifecycle._lease`). A se
 ``cursor`` says how long it waited. The holder renews the lease from a daemon thread while its pass runs; a
 lease whose holder is gone (its process died on this host, or it expired after ``LEASE_TTL`` without renewal)
 is taken over, and the cursor says so (``lease_taken_over``).
+
+A pass with nothing to do commits nothing. :meth:`PassCursor.deferred` reads the saved cursor and, unless a
+killed run is to be resumed (then it is :meth:`PassCursor.start`), takes neither the lease nor a cursor row:
+the pass decides its work from what is stored, and only a run that will write calls :meth:`PassCursor.begin`
+(``run_batched`` does, before its first batch), which takes the lease and saves the cursor. An idle run
+leaves no cursor, lease, audit or table version behind; two idle runs together write nothing, so there is
+nothing for a lease to keep apart. If another run of the pass began between this run's look and its lease,
+``begin`` says so (``stale``) and the pass decides again under the lease, from the rows as that run left them.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy
+from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy, _running_check
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.sql import lit
 
@@ -61,7 +69,9 @@ class PassCursor:
     agent_id: str
     state: dict[str, Any] = field(default_factory=dict)
     lease: Lease | None = None
+    stale: bool = False  # begin() found that another run began after this one read the saved cursor
     _finalizer: Any = field(default=None, init=False, repr=False, compare=False)
+    _deferred: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def start(
@@ -81,7 +91,85 @@ class PassCursor:
         commit, and an unfinished run of another scope is closed as ``abandoned_for`` instead of resumed.
         Call it from the pass function itself: the lease is held while that function runs (see :class:`Lease`).
         """
-        lease = Lease.acquire(store, f"{pass_name}/{agent_id}", owner=sys._getframe(1))
+        return cls._start(store, pass_name, agent_id, now, run_id, scope, _running_check(sys._getframe(1)))
+
+    @classmethod
+    def deferred(
+        cls,
+        store: MemoryStore,
+        pass_name: str,
+        agent_id: str,
+        *,
+        now: datetime | None = None,
+        run_id: str | None = None,
+        scope: dict[str, Any] | None = None,
+    ) -> PassCursor:
+        """Like :meth:`start`, but a new run takes the lease and saves its cursor only at :meth:`begin`, before
+        its first write (see the module docstring): a run that finds nothing to do writes nothing. A killed run
+        to resume, or one of another ``scope`` to close, is started at once, as :meth:`start` does."""
+        running = _running_check(sys._getframe(1))
+        saved = store.get_cursor(pass_name, agent_id)
+        if saved and not saved.get("done"):
+            return cls._start(store, pass_name, agent_id, now, run_id, scope, running)
+        cursor = cls(store, pass_name, agent_id, cls._new_state(store, pass_name, now, run_id, scope))
+        cursor._deferred = (saved, running)
+        return cursor
+
+    @property
+    def pending(self) -> bool:
+        """A deferred run that has not begun: it holds no lease and has written no cursor."""
+        return self._deferred is not None
+
+    def begin(self) -> None:
+        """Before a deferred run's first write: take the lease and save the cursor (no-op once begun, and for
+        a cursor from :meth:`start`). Sets :attr:`stale` when another run of the pass began after this run
+        read the saved cursor: what this run decided from the rows then is to be decided again."""
+        if self._deferred is None:
+            return
+        seen, running = self._deferred
+        lease = Lease.acquire(self.store, f"{self.pass_name}/{self.agent_id}", running=running)
+        try:
+            saved = self.store.get_cursor(self.pass_name, self.agent_id)
+            self.stale = saved != seen
+            if self.stale:  # rows may have moved under that run: the run starts from the table as it is now
+                self.state["memories_version"] = self.state["started_version"] = self.store.memories_version()
+            self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+        except BaseException:
+            lease.release()
+            raise
+        self._deferred = None
+        self.lease = lease
+        self._finalizer = weakref.finalize(self, lease.abandon)
+
+    @classmethod
+    def _new_state(
+        cls, store: MemoryStore, pass_name: str, now: datetime | None, run_id: str | None, scope: Any
+    ) -> dict[str, Any]:
+        version = store.memories_version()
+        return {
+            "scope": scope,
+            "run_id": run_id or new_run_id(pass_name),
+            "now": (now or utcnow()).isoformat(),
+            "after": None,
+            "done": False,
+            "batches": 0,
+            "resumed": 0,
+            "memories_version": version,
+            "started_version": version,
+        }
+
+    @classmethod
+    def _start(
+        cls,
+        store: MemoryStore,
+        pass_name: str,
+        agent_id: str,
+        now: datetime | None,
+        run_id: str | None,
+        scope: dict[str, Any] | None,
+        running: Any,
+    ) -> PassCursor:
+        lease = Lease.acquire(store, f"{pass_name}/{agent_id}", running=running)
         try:
             saved = store.get_cursor(pass_name, agent_id)
             if saved and not saved.get("done") and scope is not None and saved.get("scope") != scope:
@@ -93,17 +181,7 @@ class PassCursor:
         if saved and not saved.get("done"):
             saved["resumed"] = int(saved.get("resumed", 0)) + 1
             return cls._held(store, pass_name, agent_id, saved, lease)
-        state = {
-            "scope": scope,
-            "run_id": run_id or new_run_id(pass_name),
-            "now": (now or utcnow()).isoformat(),
-            "after": None,
-            "done": False,
-            "batches": 0,
-            "resumed": 0,
-            "memories_version": store.memories_version(),
-        }
-        state["started_version"] = state["memories_version"]
+        state = cls._new_state(store, pass_name, now, run_id, scope)
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
         return cursor
@@ -138,6 +216,7 @@ class PassCursor:
 
     def advance(self, last_id: str, **counts: int) -> None:
         """Record that every id up to ``last_id`` is done (call after the batch's commit)."""
+        self.begin()
         self.state["after"] = last_id
         self.state["batches"] = int(self.state.get("batches", 0)) + 1
         self.state["memories_version"] = self.store.memories_version()
@@ -151,6 +230,7 @@ class PassCursor:
     def record(self, **counts: int) -> None:
         """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
         killed attempt wrote), so that a later resume counts only from here."""
+        self.begin()
         self.state["memories_version"] = self.store.memories_version()
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
@@ -172,8 +252,13 @@ class PassCursor:
             return None
 
     def finish(self, **summary: Any) -> dict[str, Any]:
-        """Mark the run done, give the lease back, and return the cursor summary a report carries."""
+        """Mark the run done, give the lease back, and return the cursor summary a report carries. A deferred
+        run that never began wrote nothing and saves nothing (``idle`` in the summary)."""
         self.state.update(done=True, finished_at=utcnow().isoformat(), **summary)
+        if self.pending:
+            self._deferred = None
+            out = {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
+            return {**out, "idle": True, "lease_waited_s": 0.0}
         self.store.set_cursor(self.pass_name, self.agent_id, self.state)
         out = {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
         if self.lease is not None:

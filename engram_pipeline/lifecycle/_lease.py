@@ -74,10 +74,12 @@ class Lease:
         ttl: timedelta | None = None,
         wait: timedelta | None = None,
         owner: Any = None,
+        running: Callable[[], bool] | None = None,
     ) -> Lease:
         """Take the lease, waiting for a live holder. ``owner`` is the frame of the pass that takes it: the
         heartbeat renews the lease only while that frame is still running in this thread, so a pass that
-        raised gives it back within a quarter TTL even when something keeps its traceback alive."""
+        raised gives it back within a quarter TTL even when something keeps its traceback alive. ``running``
+        is that test made beforehand (:func:`_running_check`), for a lease taken deeper in the pass's stack."""
         ttl, wait = ttl or LEASE_TTL, wait or LEASE_WAIT
         start = time.monotonic()
         pause = _POLL_S[0]
@@ -89,8 +91,8 @@ class Lease:
                 mine = _holder_json(token, ttl)
                 if store.swap_lease(key, current, mine):
                     lease = cls(store, key, mine, ttl, time.monotonic() - start, other)
-                    running = _running_check(owner)
-                    threading.Thread(target=lease._beat, args=(running,), name=f"lease {key}", daemon=True).start()
+                    alive = running or _running_check(owner)
+                    threading.Thread(target=lease._beat, args=(alive,), name=f"lease {key}", daemon=True).start()
                     return lease
                 continue  # someone else swapped first: look again
             waited = time.monotonic() - start

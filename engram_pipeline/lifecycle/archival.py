@@ -52,13 +52,16 @@ def archive_faded(
     """Archive the agent's visible, unpinned rows whose confidence is below the archive floor, in batches of
     ``batch_size`` (default ``MEMORY_DECAY_BATCH_SIZE``); a killed run resumes from its cursor."""
     floor = float(store.settings.archive_confidence)
-    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now = cursor.now
     where = f"{VISIBLE_SQL} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
-    found = pl.from_arrow(store.scan(agent_id, columns=["id", "version"], where=where))
-    assert isinstance(found, pl.DataFrame)
     held = holders(store, agent_id)
-    work = found.filter(pl.col("id").is_in(held.archivable(found["id"].to_list())))
+
+    def work() -> pl.DataFrame:
+        found = pl.from_arrow(store.scan(agent_id, columns=["id", "version"], where=where))
+        assert isinstance(found, pl.DataFrame)
+        return found.filter(pl.col("id").is_in(held.archivable(found["id"].to_list())))
+
     commit = partial(_commit, store, now=now, run_id=cursor.run_id)
     redecide = partial(_redecide, floor=floor, held=held)
     run = run_batched(

@@ -187,35 +187,43 @@ def decay_confidence(
     ``batch_size`` rows (default ``MEMORY_DECAY_BATCH_SIZE``). Returns counts; see the module docstring.
     """
     s = store.settings
-    cursor = PassCursor.start(store, PASS, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, PASS, agent_id, now=now, run_id=run_id)
     now = cursor.now
-    # A resumed run decides from the rows as the run began (competition is computed once per run from the
-    # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
-    start = cursor.at_start(_COLUMNS, VISIBLE_SQL)
-    frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE_SQL)).sort_by("id")
-    if graph is None and frame.num_rows > 1:
-        graph = agent_graph(store, agent_id, version=None if start is None else cursor.started_version)
     held = holders(store, agent_id)
-    ids = frame["id"].combine_chunks()
-    plan = plan_decay(
-        frame,
-        graph,
-        now=now,
-        rate=s.confidence_decay_rate,
-        min_similarity=s.competition_min_similarity,
-        archive_floor=s.archive_confidence,
-        archivable=held.archivable_mask(ids.to_pylist()),
-    )
-    work = pl.DataFrame(
-        {
-            "id": ids.to_pylist(),
-            "version": frame["version"].to_numpy(),
-            "confidence": plan.confidence,
-            "competition": plan.competition,
-            "pinned": plan.pinned,
-            "archive": plan.archive,
-        }
-    ).filter(pl.Series(plan.due | plan.archive))
+    read: dict[str, Any] = {"graph": graph}
+
+    def work() -> pl.DataFrame:
+        # A resumed run decides from the rows as the run began (competition is computed once per run from the
+        # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
+        start = cursor.at_start(_COLUMNS, VISIBLE_SQL)
+        frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE_SQL)).sort_by(
+            "id"
+        )
+        graph = read["graph"] if not cursor.stale else None  # decided again: the rows moved since that graph
+        if graph is None and frame.num_rows > 1:
+            graph = agent_graph(store, agent_id, version=None if start is None else cursor.started_version)
+        read.update(frame=frame, graph=graph)
+        ids = frame["id"].combine_chunks()
+        plan = plan_decay(
+            frame,
+            graph,
+            now=now,
+            rate=s.confidence_decay_rate,
+            min_similarity=s.competition_min_similarity,
+            archive_floor=s.archive_confidence,
+            archivable=held.archivable_mask(ids.to_pylist()),
+        )
+        return pl.DataFrame(
+            {
+                "id": ids.to_pylist(),
+                "version": frame["version"].to_numpy(),
+                "confidence": plan.confidence,
+                "competition": plan.competition,
+                "pinned": plan.pinned,
+                "archive": plan.archive,
+            }
+        ).filter(pl.Series(plan.due | plan.archive))
+
     commit = partial(_commit, store, now=now, run_id=cursor.run_id)
     redecide = partial(_redecide, now=now, settings=s, held=held)
     run = run_batched(
@@ -225,10 +233,10 @@ def decay_confidence(
         size=batch_size or s.decay_batch_size,
         counts=COUNTS,
         recount=Recount(["decayed_at", "status", "pinned"], partial(_unrecorded_counts, now=now)),
-        summary={"processed": frame.num_rows},
     )
     c = run.counts
-    return ConfidenceDecayReport(c["decayed"], c["archived"], c["skipped_concurrent_edit"], frame.num_rows, run.cursor)
+    processed = read["frame"].num_rows
+    return ConfidenceDecayReport(c["decayed"], c["archived"], c["skipped_concurrent_edit"], processed, run.cursor)
 
 
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:

@@ -92,7 +92,7 @@ def consolidate(
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
     extractor = extractor or default_extractor()
     previous = last_watermark(store, agent_id)
-    cursor = PassCursor.start(store, CONSOLIDATE_PASS, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, CONSOLIDATE_PASS, agent_id, now=now, run_id=run_id)
     state = cursor.state
     if "since" not in state:  # a new run: remember where the last one stopped (a resumed run keeps it)
         state["since"] = previous
@@ -100,10 +100,17 @@ def consolidate(
     done: dict[str, dict[str, int]] = state.setdefault("stages", {})
 
     def stage(name: str, counts: dict[str, int]) -> None:
+        # A stage that wrote begins the run (a cursor before it would only say "nothing yet"); an idle run
+        # writes no cursor at all, and the next one starts from the same watermark.
         done[name] = counts
-        store.set_cursor(CONSOLIDATE_PASS, agent_id, state)
+        if any(counts.values()):
+            cursor.begin()
+        if not cursor.pending:
+            store.set_cursor(CONSOLIDATE_PASS, agent_id, state)
 
     clusters = cluster_episodes(store, agent_id, scope=scope, graph=graph, now=now, since=state["since"])
+    if clusters.episodes_scanned:  # new episodes to distil: the stages below are work, resumable from here
+        cursor.begin()
     if "beliefs" not in done:
         b = extract_beliefs(store, agent_id, clusters, now=now, run_id=run, extractor=extractor)
         stage(

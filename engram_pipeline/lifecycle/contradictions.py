@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -84,35 +83,57 @@ def detect_contradictions(
     policy = policy or settings.contradiction_policy
     if policy not in CONTRADICTION_POLICIES:
         raise SettingsError(f"contradiction policy {policy!r}: must be one of {', '.join(CONTRADICTION_POLICIES)}")
-    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
-    frame = agent_frame(store, agent_id, columns=_COLUMNS, where=VISIBLE_SQL)
-    graph = agent_graph(store, agent_id) if graph is None else graph
-    pairs = _ordered_pairs(_candidate_band(graph, settings))
-    involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
-    rows = {r["id"]: r for r in frame.filter(pl.col("id").is_in(list(involved))).to_dicts()}
-    linked = _linked_pairs(store, agent_id)
+    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    rows: dict[str, Memory] = {}
+    linked: set[frozenset[str]] = set()
     by_anchor: dict[str, list[tuple[str, str, float]]] = {}
-    for a, b, score in pairs.iter_rows():
-        if a in rows and b in rows:  # both still visible
-            by_anchor.setdefault(a, []).append((a, b, score))
+    read: dict[str, Any] = {"graph": graph}
+
+    def work() -> pl.DataFrame:
+        """The anchors with candidate pairs, and whether judging them would write (a confirmed contradiction,
+        or a flagged pair whose link a killed run did not write)."""
+        frame = agent_frame(store, agent_id, columns=_COLUMNS, where=VISIBLE_SQL)
+        graph = read["graph"] if read["graph"] is not None and not cursor.stale else agent_graph(store, agent_id)
+        pairs = _ordered_pairs(_candidate_band(graph, settings))
+        involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
+        rows.clear()
+        rows.update({r["id"]: r for r in frame.filter(pl.col("id").is_in(list(involved))).to_dicts()})
+        linked.clear()
+        linked.update(_linked_pairs(store, agent_id))
+        by_anchor.clear()
+        for a, b, score in pairs.iter_rows():
+            if a in rows and b in rows:  # both still visible
+                by_anchor.setdefault(a, []).append((a, b, score))
+        read.update(scanned=frame.height, pairs=pairs)
+        anchors = sorted(by_anchor)
+        writes = [any(_would_write(rows[a], rows[b], linked, policy) for a, b, _ in by_anchor[x]) for x in anchors]
+        return pl.DataFrame({"anchor": anchors, "writes": writes}, schema={"anchor": pl.String, "writes": pl.Boolean})
 
     hidden: set[str] = set()
     run = run_batched(
         cursor,
-        pl.DataFrame({"anchor": sorted(by_anchor)}, schema={"anchor": pl.String}),
+        work,
         lambda batch: _run_batch(
             store, [p for a in batch["anchor"] for p in by_anchor[a]], rows, hidden, linked, policy, cursor
         ),
+        writes=pl.col("writes"),
         size=batch_size,
         counts=COUNTS,
         key="anchor",
         recount=Recount(
             ["contradiction_with", "superseded_by", "metadata"],
-            partial(_unrecorded_counts, pairs=pairs, now=cursor.now, policy=policy),
+            lambda before, after: _unrecorded_counts(before, after, pairs=read["pairs"], now=cursor.now, policy=policy),
         ),
         summary={"policy": policy},
     )
-    return ContradictionReport(scanned=frame.height, **run.counts, cursor=run.cursor)
+    return ContradictionReport(scanned=read["scanned"], **run.counts, cursor=run.cursor)
+
+
+def _would_write(ra: Memory, rb: Memory, linked: set[frozenset[str]], policy: str) -> bool:
+    """Whether :func:`_run_batch` would write for this candidate pair (as it decides, before any write)."""
+    if _flagged(ra, rb):
+        return policy == "flag" and frozenset((ra["id"], rb["id"])) not in linked
+    return detect_contradiction(ra["content"], rb["content"]) is not None
 
 
 def _run_batch(

@@ -117,21 +117,27 @@ def consolidate_corpus(
     identical to the agent's latest pending one is not stored twice: that plan's id is reported. The agent's
     pending plans older than the plan reported expire (see :mod:`~engram_pipeline.lifecycle.merge_review`).
     """
-    cursor = PassCursor.start(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
     judge = get_judge(store)
     scanned, clusters = plan_clusters(store, agent_id, graph=graph)
     pending = store.latest_plan(agent_id, status="pending")
+    plan_id: str | None = None
     if pending is not None and pending["body"].get("clusters") == clusters:
         plan_id = str(pending["plan_id"])
-    else:
+    elif clusters or pending is not None:  # no clusters and nothing pending: there is no plan to store
         body = {
             "planned_at": cursor.now.isoformat(),
             "band": [judge.floor, 1.0],
             "judge": judge.name,
             "clusters": clusters,
         }
+        cursor.begin()
         plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
-    expired = expire_superseded(store, agent_id, plan_id)
+    expired: tuple[str, ...] = ()
+    if plan_id is not None:
+        if len(store.plans_of(agent_id, status="pending")) > 1:  # older pending plans to expire: a write
+            cursor.begin()
+        expired = expire_superseded(store, agent_id, plan_id)
     state = cursor.finish(plan_id=plan_id, clusters=len(clusters))
     if not dry_run:
         applied = apply_corpus_merge(store, agent_id, plan_id, now=cursor.now, run_id=cursor.run_id)

@@ -149,14 +149,14 @@ def decay_importance(
     """Re-score, re-status and prune one agent's memories; see the module docstring."""
     settings = store.settings
     folded = store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
-    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now, run_id = cursor.now, cursor.run_id
     held = holders(store, agent_id)
     redecide = partial(_redecide, now=now, settings=settings, held=held)
     commit = partial(_commit, store, run_id=run_id)
     run = run_batched(
         cursor,
-        decide(agent_frame(store, agent_id, COLUMNS), now=now, settings=settings, held=held),
+        lambda: decide(agent_frame(store, agent_id, COLUMNS), now=now, settings=settings, held=held),
         lambda batch: write_decided(store, batch, commit, redecide),
         size=batch_size or settings.decay_batch_size,
         counts=COUNTS,

@@ -61,8 +61,8 @@ def record_watermark(store: MemoryStore, agent_id: str, clusters: EpisodeCluster
     :func:`~engram_pipeline.lifecycle.consolidation.consolidate` does this itself; an orchestrator that runs
     the stages one by one (one Dagster asset per stage) calls it once the last stage succeeded.
     """
-    if clusters.scope != "recent":
-        return
+    if clusters.scope != "recent" or not clusters.episodes_scanned:
+        return  # no new episode: the last watermark still says where the next run starts (nothing to write)
     saved = store.get_cursor(CONSOLIDATE_PASS, agent_id) or {}
     if saved and not saved.get("done"):
         return  # a consolidate() run is in flight; it records its own watermark

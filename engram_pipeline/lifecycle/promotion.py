@@ -51,6 +51,7 @@ COLUMNS = [
     "expires_at", "status", "superseded_by", "metadata",
 ]  # fmt: skip
 VISIBLE_LTM = f"tier = 'ltm' AND {VISIBLE_SQL}"
+WRITES = ("promote", "collapse", "expire", "relink")  # the actions that commit ("quota" only counts)
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,8 @@ def promote_stm(
     """Promote what earned durability, collapse what LTM already holds, sweep what expired."""
     settings = store.settings
     folded = store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
-    cursor = PassCursor.start(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
     now, run_id = cursor.now, cursor.run_id
-    stm = agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'")
     # A resumed run looks for LTM duplicates among the rows that were LTM when the run began, as its first
     # attempt did: a row that attempt promoted is no duplicate to collapse into.
     started = cursor.at_start(["id"], "tier = 'stm'")
@@ -98,10 +98,10 @@ def promote_stm(
     redecide = partial(_redecide, now=now, settings=settings)
     run = run_batched(
         cursor,
-        _plan(
+        lambda: _plan(
             store,
             agent_id,
-            eligible(stm, now=now, settings=settings),
+            eligible(agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'"), now=now, settings=settings),
             now=now,
             not_ltm=[] if started is None else started["id"].to_pylist(),
         ),
@@ -111,6 +111,7 @@ def promote_stm(
         recount=Recount(
             ["tier", "superseded_by", "metadata"], partial(_unrecorded_counts, store, now=now, run_id=run_id)
         ),
+        writes=pl.col("action").is_in(WRITES),
     )
     return PromotionReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
 

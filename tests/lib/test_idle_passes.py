@@ -1,0 +1,76 @@
+"""A pass with nothing to do commits nothing: no cursor, lease, audit, plan or table version of any table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from engram_pipeline.invariants import versions_never_go_backwards
+from engram_pipeline.lifecycle import (
+    archive_faded,
+    consolidate,
+    consolidate_corpus,
+    decay_confidence,
+    decay_importance,
+    detect_contradictions,
+    promote_stm,
+)
+from engram_pipeline.lifecycle.episodes import cluster_episodes, record_watermark
+from engram_pipeline.store import MemoryStore
+
+NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+PASSES: dict[str, Callable[[MemoryStore, str], Any]] = {
+    "promotion": lambda store, agent: promote_stm(store, agent, now=NOW),
+    "importance decay": lambda store, agent: decay_importance(store, agent, now=NOW),
+    "confidence decay": lambda store, agent: decay_confidence(store, agent, now=NOW),
+    "contradictions": lambda store, agent: detect_contradictions(store, agent, now=NOW),
+    "corpus merge plan": lambda store, agent: consolidate_corpus(store, agent, dry_run=True, now=NOW),
+    "corpus merge apply": lambda store, agent: consolidate_corpus(store, agent, dry_run=False, now=NOW),
+    "archival": lambda store, agent: archive_faded(store, agent, now=NOW),
+    "consolidation": lambda store, agent: consolidate(store, agent, now=NOW),
+}
+
+
+def _versions(store: MemoryStore) -> dict[str, int]:
+    out = {}
+    for name, table in store.tables().items():
+        table.checkout_latest()
+        out[name] = int(table.version)
+    return out
+
+
+def _commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
+    before = _versions(store)
+    run()
+    after = _versions(store)
+    return {name: after[name] - before[name] for name in before if after[name] != before[name]}
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_a_second_run_on_an_idle_agent_commits_nothing(store: MemoryStore, name: str) -> None:
+    for text in ("User lives in Berlin", "User prefers green tea", "Deploys go out on Fridays"):
+        store.remember("a", text)
+    for run in PASSES.values():
+        run(store, "a")
+    assert _commits(store, lambda: PASSES[name](store, "a")) == {}
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_an_agent_with_no_due_work_commits_nothing(store: MemoryStore, name: str) -> None:
+    store.remember("other", "User lives in Berlin")
+    assert _commits(store, lambda: PASSES[name](store, "a")) == {}
+    assert store.latest_plan("a", status="pending") is None  # a dry run with zero clusters stores no plan
+
+
+def test_the_checks_and_the_watermark_of_an_idle_agent_commit_nothing(store: MemoryStore) -> None:
+    store.remember("a", "User lives in Berlin")
+    versions_never_go_backwards(store, "a")
+    clusters = cluster_episodes(store, "a", now=NOW)
+    assert clusters.episodes_scanned == 0
+    assert _commits(store, lambda: versions_never_go_backwards(store, "a")) == {}
+    assert _commits(store, lambda: record_watermark(store, "a", clusters)) == {}

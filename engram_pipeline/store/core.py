@@ -66,16 +66,18 @@ class MemoryStore:
         self.embedder = embedder
         self.settings = settings.with_profile(embedder.profile)
         self.memory_schema = memory_schema(embedder.dimension)
-        existing = set(db.list_tables().tables)
-        self.meta = self._table("meta", META_SCHEMA, existing)
+        # Each known table is opened by name, and created only when missing: listing the database would read
+        # every table's directory (one LIST per page on object storage), whatever else the store holds.
+        self.meta = _open_table(db, "meta") or db.create_table("meta", schema=META_SCHEMA, exist_ok=True)
         check_meta(self.meta, uri=uri, embedder=embedder.name, dimension=embedder.dimension)
-        self.memories = self._table("memories", self.memory_schema, existing)
-        self.links = Links(self._table("links", LINK_SCHEMA, existing))
-        self.audit = AuditLog(self._table("audit", AUDIT_SCHEMA, existing), self.memory_schema)
-        self.plans = Plans(self._table("plans", PLAN_SCHEMA, existing))
-        self.cursors = Cursors(self._table("cursors", CURSOR_SCHEMA, existing))
-        self.access_log = AccessLog(self._table("access_log", ACCESS_LOG_SCHEMA, existing))
-        if "memories" not in existing:
+        memories = _open_table(db, "memories")
+        self.memories = memories or db.create_table("memories", schema=self.memory_schema, exist_ok=True)
+        self.links = Links(self._table("links", LINK_SCHEMA))
+        self.audit = AuditLog(self._table("audit", AUDIT_SCHEMA), self.memory_schema)
+        self.plans = Plans(self._table("plans", PLAN_SCHEMA))
+        self.cursors = Cursors(self._table("cursors", CURSOR_SCHEMA))
+        self.access_log = AccessLog(self._table("access_log", ACCESS_LOG_SCHEMA))
+        if memories is None:
             self._create_scalar_indexes()
         self.write_group = write_path.new_write_group(self)  # batches concurrent remembers into one commit
 
@@ -107,15 +109,13 @@ class MemoryStore:
         # Strong read consistency: every read sees the latest commit of any process, which the
         # compare-and-set protocol and concurrent passes rely on.
         db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=options or None)
-        if not create and "meta" not in db.list_tables().tables:
+        if not create and _open_table(db, "meta") is None:
             raise StoreNotFound(uri)
         return cls(db, uri, settings, embedder or get_embedder(settings))
 
     # -- tables ----------------------------------------------------------------------------------------
-    def _table(self, name: str, schema: pa.Schema, existing: set[str]) -> Any:
-        if name in existing:
-            return self.db.open_table(name)
-        return self.db.create_table(name, schema=schema, exist_ok=True)
+    def _table(self, name: str, schema: pa.Schema) -> Any:
+        return _open_table(self.db, name) or self.db.create_table(name, schema=schema, exist_ok=True)
 
     def tables(self) -> dict[str, Any]:
         """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules)."""
@@ -502,3 +502,13 @@ class MemoryStore:
 
 
 __all__ = ["AccessFold", "MemoryStore", "RememberResult", "STATUSES"]
+
+
+def _open_table(db: Any, name: str) -> Any:
+    """Table ``name`` of ``db``, or None when it does not exist (LanceDB says so with a ValueError)."""
+    try:
+        return db.open_table(name)
+    except ValueError as exc:
+        if "was not found" not in str(exc):
+            raise
+        return None

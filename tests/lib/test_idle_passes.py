@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import lancedb
 import pytest
 
 from engram_pipeline.invariants import versions_never_go_backwards
@@ -19,7 +20,9 @@ from engram_pipeline.lifecycle import (
     promote_stm,
 )
 from engram_pipeline.lifecycle.episodes import cluster_episodes, record_watermark
+from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.errors import StoreNotFound
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -74,3 +77,19 @@ def test_the_checks_and_the_watermark_of_an_idle_agent_commit_nothing(store: Mem
     assert clusters.episodes_scanned == 0
     assert _commits(store, lambda: versions_never_go_backwards(store, "a")) == {}
     assert _commits(store, lambda: record_watermark(store, "a", clusters)) == {}
+
+
+def test_opening_a_store_opens_its_tables_by_name_without_listing(
+    store_uri: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("MemoryStore.open listed the database's tables")
+
+    monkeypatch.setattr(lancedb.db.LanceDBConnection, "list_tables", refuse)
+    monkeypatch.setattr(lancedb.db.LanceDBConnection, "table_names", refuse)
+    created = MemoryStore.open(store_uri, settings=settings)  # creates every table
+    created.remember("a", "User lives in Berlin")
+    again = MemoryStore.open(store_uri, settings=settings, create=False)
+    assert again.count("a") == 1 and set(again.tables()) == set(created.tables())
+    with pytest.raises(StoreNotFound):
+        MemoryStore.open(f"{store_uri}-missing", settings=settings, create=False)

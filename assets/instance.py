@@ -17,8 +17,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def prepare_environment(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Default ``ENGRAM_HOME`` (``./.engram``) and ``DAGSTER_HOME`` (``<ENGRAM_HOME>/dagster``), both made
-    absolute (so every Dagster process agrees, and a relative ``DAGSTER_HOME=.engram/dagster`` works), and give
-    the instance the project's ``dagster.yaml`` if it has none. Returns the variables it set."""
+    absolute (and a local ``ENGRAM_DB_URI`` too), so every Dagster process agrees and a relative
+    ``DAGSTER_HOME=.engram/dagster`` works; give the instance the project's ``dagster.yaml`` if it has none.
+    Returns the variables it set."""
     env = os.environ if env is None else env
     home = Path(env.get("ENGRAM_HOME") or ".engram").expanduser().resolve()
     dagster_home = Path(env.get("DAGSTER_HOME") or home / "dagster").expanduser().resolve()
@@ -27,5 +28,8 @@ def prepare_environment(env: MutableMapping[str, str] | None = None) -> dict[str
     if config.is_file() and not (dagster_home / "dagster.yaml").exists():
         shutil.copyfile(config, dagster_home / "dagster.yaml")
     values = {"ENGRAM_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
+    uri = env.get("ENGRAM_DB_URI", "")
+    if uri and "://" not in uri:  # each process resolves the store itself: a relative path must mean one place
+        values["ENGRAM_DB_URI"] = str(Path(uri).expanduser().resolve())
     env.update(values)
     return values

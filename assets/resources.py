@@ -5,6 +5,13 @@ of the run. Its ``uri`` and ``embedder`` override ``ENGRAM_DB_URI`` and ``ENGRAM
 (thresholds, intervals, ...) comes from :class:`~engram_pipeline.settings.Settings` read from the environment.
 Tests bind ``EngramStore(uri=str(tmp_path / "store"), embedder="hashing")``.
 
+Each process reads its own environment: :func:`engram_resources` binds the two fields with Dagster's ``EnvVar``
+when they are set, so the process that executes a run (a Celery worker, say) resolves them when it starts the
+resource, and one that lacks a variable the code location was loaded with fails at resource start instead of
+opening another store. Left empty (a laptop: ``make demo``, ``make ui``), the store is ``<ENGRAM_HOME>/lancedb``
+of the executing process. A deployment sets ``ENGRAM_REQUIRE_DB_URI=1`` everywhere: a process without
+``ENGRAM_DB_URI`` then refuses to load the settings at all.
+
 ``RunScopedIOManager`` hands the neighbour graph (and the episode clusters) to the passes of the same run,
 so a full pipeline run computes the graph once. A pass run on its own, in a later run or a re-execution, gets
 ``None`` and builds a fresh graph itself: a graph is only used by the run that computed it, so no pass ever
@@ -19,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, MetadataValue, OutputContext
+from dagster import ConfigurableIOManager, ConfigurableResource, EnvVar, InputContext, MetadataValue, OutputContext
 from pydantic import Field, PrivateAttr
 
 from engram_pipeline.settings import Settings
@@ -82,12 +89,14 @@ class RunScopedIOManager(ConfigurableIOManager):
 
 
 def engram_resources(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The resources of the code location, bound from ``env`` (default ``os.environ``)."""
-    settings = Settings.from_env(env)
-    uri = settings.resolved_db_uri
-    if "://" not in uri:
-        uri = str(Path(uri).resolve())  # the webserver, daemon and run workers may start in other directories
+    """The resources of the code location: the store's variables set in ``env`` (default ``os.environ``) are
+    bound as ``EnvVar``, read again by each process that starts the resource (see the module docstring)."""
+    settings = Settings.from_env(env)  # validated here: a bad or missing required variable fails the load
+
+    def bound(name: str) -> Any:
+        return EnvVar(name) if name in settings.explicit else ""
+
     return {
-        "engram": EngramStore(uri=uri, embedder=settings.embedder),
+        "engram": EngramStore(uri=bound("ENGRAM_DB_URI"), embedder=bound("ENGRAM_EMBEDDER")),
         "run_scoped_io_manager": RunScopedIOManager(),
     }

@@ -68,6 +68,12 @@ class Settings:
         "",
         doc="LanceDB URI of the store (empty: `<ENGRAM_HOME>/lancedb`); a local path is made absolute",
     )  # empty: <home>/lancedb
+    require_db_uri: bool = _env(
+        "ENGRAM_REQUIRE_DB_URI",
+        False,
+        doc="`1` in a deployment: a process without `ENGRAM_DB_URI` refuses to start instead of opening a local "
+        "store under `ENGRAM_HOME` (set it on every worker)",
+    )
     storage_options: str = _env(
         "ENGRAM_STORAGE_OPTIONS", "", doc="JSON object of LanceDB storage options for object-storage URIs (`s3://...`)"
     )  # JSON object for object-storage URIs
@@ -349,6 +355,12 @@ class Settings:
         ):
             if value <= 0:
                 raise SettingsError(f"{name}={value}: must be positive")
+        if self.require_db_uri and not self.db_uri:
+            raise SettingsError(
+                "ENGRAM_REQUIRE_DB_URI is set but ENGRAM_DB_URI is not: this process would open a local store "
+                f"under ENGRAM_HOME ({self.home!r}) instead of the shared one; set ENGRAM_DB_URI here as on the "
+                "other processes"
+            )
         if self.storage_options:
             try:
                 options = json.loads(self.storage_options)

@@ -93,3 +93,11 @@ def test_opening_a_store_opens_its_tables_by_name_without_listing(
     assert again.count("a") == 1 and set(again.tables()) == set(created.tables())
     with pytest.raises(StoreNotFound):
         MemoryStore.open(f"{store_uri}-missing", settings=settings, create=False)
+
+
+def test_maintenance_of_an_idle_store_commits_nothing(store: MemoryStore) -> None:
+    store.remember("a", "User lives in Berlin")
+    for run in PASSES.values():
+        run(store, "a")
+    store.maintain()  # compacts what the passes wrote
+    assert _commits(store, store.maintain) == {}

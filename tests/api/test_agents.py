@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from api_helpers import ADMIN, ALICE, BOB, merged_as_reviewed, reviewed_plan_then_late_duplicate
+from api_helpers import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CANONICAL,
+    merged_as_reviewed,
+    near_duplicate,
+    reviewed_plan_then_late_duplicate,
+)
 from fastapi.testclient import TestClient
 
 from engram_pipeline.model import utcnow
@@ -83,7 +91,16 @@ def test_decay_with_confidence(client: TestClient, seeded: MemoryStore) -> None:
     assert report["pruned_count"] == report["importance"]["pruned"]
 
 
+def _a_cluster(store: MemoryStore, agent: str) -> None:
+    """Two near-duplicates, so that the agent's corpus merge plan has a cluster."""
+    near_duplicate(store, agent, CANONICAL, 1.0, seed=0, importance=0.9)
+    near_duplicate(store, agent, "Deploy runs every night at two", 0.92, seed=1)
+
+
 def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore) -> None:
+    empty = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)  # nothing to merge: no plan is stored
+    assert empty.json()["report"]["clusters"] == 0 and empty.json()["report"]["plan_id"] is None
+    _a_cluster(seeded, "alice")
     before = seeded.memories.count_rows()
     r = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)
     assert r.status_code == 200, r.text
@@ -151,6 +168,7 @@ def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
 
 
 def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore) -> None:
+    _a_cluster(seeded, "alice")  # a dry run with nothing to merge stores no plan
     before = seeded.memories.count_rows()
     plan = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN).json()["report"]["plan_id"]
     body = {"dry_run": False, "plan_id": plan}

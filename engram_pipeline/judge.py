@@ -254,6 +254,8 @@ def _calibrated(kind: str) -> CalibratedJudge | None:
     return None if doc is None else CalibratedJudge(doc)
 
 
+# Cached: every write asks for its store's judge once per candidate pair (settings are frozen and hashable).
+@functools.lru_cache(maxsize=64)
 def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
     """The judge ``ENGRAM_JUDGE`` asks for: ``auto`` (calibrated when weights ship for the embedder, else
     rules), ``calibrated`` (refused without weights) or ``rules``.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_pipeline.claims import detect_contradiction
-from engram_pipeline.judge import get_judge, same_fact
+from engram_pipeline.judge import get_judge, is_same_fact
 from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
@@ -213,7 +213,7 @@ def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tup
     for n in neighbours:
         # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
         # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.
-        if same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])).merge:
+        if is_same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])):
             return n, []
     found = []
     bands = contradiction_bands(s)

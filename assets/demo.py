@@ -63,7 +63,8 @@ def load_sample(store: Any, agents: Sequence[str] | None = None, *, out: TextIO 
     if missing:
         lines = [line for line in load_sample_corpus() if line["agent_id"] in set(missing)]
         start = time.perf_counter()
-        report = import_jsonl(store, lines)
+        # exact dedup only: the corpus holds near-duplicates and contradictions for the passes to find
+        report = import_jsonl(store, lines, checks="exact")
         print(
             f"loaded the sample corpus for {', '.join(missing)}: {report.created} memories "
             f"({store.embedder.name} embedder, {time.perf_counter() - start:.1f} s)",

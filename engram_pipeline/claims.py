@@ -245,6 +245,7 @@ def _is_numeric(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _MONTHS
 
 
+@functools.lru_cache(maxsize=65_536)
 def _split_numbers(s: str) -> tuple[frozenset[str], frozenset[str]]:
     """(numbers, dates and months; the other content tokens, stemmed)."""
     tokens = content_tokens(s)
@@ -323,6 +324,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
 _QUALIFIER = re.compile(r"\b(?:for|in|on|at|with|when|during|while)\b(.+)$")
 
 
+@functools.lru_cache(maxsize=65_536)
 def _qualifier(value: str) -> frozenset[str]:
     """The content tokens of a value's trailing qualifier ("dark mode *in the editor*"), if it has one."""
     m = _QUALIFIER.search(value)
@@ -331,12 +333,7 @@ def _qualifier(value: str) -> frozenset[str]:
 
 def _sentence_level(a: str, b: str) -> Contradiction | None:
     """Fallback for sentences without a claim: same content tokens apart from one negation or the numbers."""
-    ta, tb = (content_tokens(re.sub(r"\bno longer\b", "not", _expand(s))) for s in (a, b))
-    marks = {"not", "never", "no"}
-    aux = {"does", "do", "did", "has", "have", "had"}
-    base_a = frozenset(_stem(t) for t in ta - marks - aux)
-    base_b = frozenset(_stem(t) for t in tb - marks - aux)
-    neg_a, neg_b = bool(ta & marks), bool(tb & marks)
+    (base_a, neg_a), (base_b, neg_b) = _negation_view(a), _negation_view(b)
     if neg_a != neg_b and base_a == base_b and len(base_a) >= 2:
         negated = _expand(a if neg_a else b)
         subject = _normalise_subject(re.split(r"\b(?:not|never|no|does|do|did)\b", negated)[0])
@@ -349,6 +346,23 @@ def _sentence_level(a: str, b: str) -> Contradiction | None:
         reason = f"quantity: {subject!r} with {' '.join(sorted(nums_a))} vs {' '.join(sorted(nums_b))}"
         return Contradiction("quantity", reason, subject)
     return None
+
+
+_NEGATION_MARKS = frozenset({"not", "never", "no"})
+_AUXILIARIES = frozenset({"does", "do", "did", "has", "have", "had"})
+
+
+@functools.lru_cache(maxsize=65_536)
+def _negation_view(sentence: str) -> tuple[frozenset[str], bool]:
+    """A sentence's stemmed content tokens without negations and auxiliaries, and whether it negates."""
+    tokens = content_tokens(re.sub(r"\bno longer\b", "not", _expand(sentence)))
+    return frozenset(_stem(t) for t in tokens - _NEGATION_MARKS - _AUXILIARIES), bool(tokens & _NEGATION_MARKS)
+
+
+# Cached: a text meets several neighbours on each write (split_sentences returns a fresh list each time).
+@functools.lru_cache(maxsize=65_536)
+def _sentences(text: str) -> tuple[str, ...]:
+    return tuple(split_sentences(text))
 
 
 _MAX_VALUE_TOKENS = 4
@@ -369,8 +383,8 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
     parsed = {p.claim.text for p in claims_a + claims_b}
     found = [
         c
-        for sa in split_sentences(a)
-        for sb in split_sentences(b)
+        for sa in _sentences(a)
+        for sb in _sentences(b)
         # sentences that both carry claims were compared by the rules above
         if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
     ]

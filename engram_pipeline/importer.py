@@ -16,10 +16,17 @@ duplicates are skipped), re-running the fixed file writes only what is missing. 
 skips the bad lines only: the valid lines of their batch are written and the import goes on (each skipped
 line is in ``errors``); ``dry_run=True`` validates every line and writes nothing.
 
-Deduplication is exact only (per agent, on the normalised content hash, within the batch and against the
-store). Write-time semantic dedup and contradiction checks run per row in ``remember`` and would make a bulk
-load slow; near-duplicates and contradictions among imported rows are left to the batch passes
-(contradictions, corpus merge), which compare whole agents at once.
+Each line gets the outcome ``remember`` would give it, line after line: content the agent already has (per
+agent, the normalised content hash, within the file and against the store) is an exact duplicate; a line
+the merge judge calls the same fact as a visible row of its agent (stored, or an earlier line) folds into
+that row (a semantic duplicate); the contradiction rules flag (or, under policy ``supersede``, hide) the
+rows a new line contradicts. The checks run in bulk per batch
+(:mod:`engram_pipeline.store.bulk_write`: one neighbour query per agent, one matrix product within the
+batch). Lines that carry store-managed fields (an export's) are restored as they were, without these checks:
+the store they came from already made its decisions. ``checks="exact"`` skips the semantic and
+contradiction checks (exact dedup only): for a corpus loaded so that the batch passes find its near-duplicates
+and contradictions, as the bundled sample corpus is. ``dry_run`` validates and checks exact duplicates only
+(the semantic checks need the embeddings).
 """
 
 from __future__ import annotations
@@ -34,8 +41,8 @@ from typing import IO, TYPE_CHECKING, Any
 from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUMNS, STATUSES, Memory
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
+from engram_pipeline.store.bulk_write import write_checked
 from engram_pipeline.store.rows import INPUT_FIELDS
-from engram_pipeline.store.write_path import insert_new
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -70,6 +77,8 @@ class ImportReport:
     errors: tuple[LineError, ...] = ()
     failed_batches: int = 0  # batches with a bad line (not written when aborting; written without it when skipping)
     dry_run: bool = False
+    semantic_duplicates: int = 0  # lines folded into a row the judge calls the same fact (as ``remember`` does)
+    contradictions: int = 0  # contradictions recorded between a new row and an older one
 
     @property
     def ok(self) -> bool:
@@ -84,13 +93,15 @@ def import_jsonl(
     progress: Progress | None = None,
     on_error: str = "abort",
     dry_run: bool = False,
+    checks: str = "remember",
 ) -> ImportReport:
     """Import memories from a JSONL file path, or from an iterable of JSON lines or dicts.
 
-    Each batch is validated whole, embedded in one ``store.embed`` call and written in one commit
-    (an append, :func:`engram_pipeline.store.write_path.insert_new`). ``progress(n)`` is called with the
-    number of lines each batch consumed. See the module docstring for how bad lines, duplicates and
-    store-managed fields are handled.
+    Each batch is validated whole, embedded in one ``store.embed`` call, checked as ``remember`` would
+    check its lines one after another and written in one append (then one compare-and-set batch each for
+    the collapses and the contradictions: :func:`engram_pipeline.store.bulk_write.write_checked`).
+    ``progress(n)`` is called with the number of lines each batch consumed. See the module docstring for
+    how bad lines, duplicates and store-managed fields are handled.
 
     >>> from engram_pipeline.settings import Settings
     >>> from engram_pipeline.store import MemoryStore
@@ -103,12 +114,14 @@ def import_jsonl(
         raise ValueError(f"batch_size must be positive; got {batch_size}")
     if on_error not in ("abort", "skip"):
         raise ValueError(f"on_error must be 'abort' or 'skip'; got {on_error!r}")
-    lines = created = duplicates = batches = failed = 0
+    if checks not in ("remember", "exact"):
+        raise ValueError(f"checks must be 'remember' or 'exact'; got {checks!r}")
+    lines = created = duplicates = semantic = contradictions = batches = failed = 0
     errors: list[LineError] = []
     for batch in _batches(_numbered(source), batch_size):
         lines += len(batch)
         checked_at = store.memories_version()  # before the checks against the store: see write_path.insert_new
-        rows, dup, bad = _validate_batch(store, batch)
+        rows, dup, bad, restored = _validate_batch(store, batch)
         if bad:
             errors.extend(bad)
             failed += 1
@@ -122,15 +135,17 @@ def import_jsonl(
             vectors = store.embed([r["content"] for r in rows])
             for row, vec in zip(rows, vectors, strict=True):
                 row["vector"] = vec.tolist()
-            inserted = insert_new(store, rows, checked_at=checked_at)
-            # A concurrent writer may have stored the same content in between: that is a duplicate too.
-            created += len(inserted)
-            dup += len(rows) - len(inserted)
+            checked = [checks == "remember" and r["id"] not in restored for r in rows]
+            done = write_checked(store, rows, checked_at=checked_at, checked=checked, actor="import")
+            created += len(done.inserted)
+            dup += done.lost_races  # a concurrent writer stored the same content in between
+            semantic += done.semantic_duplicates
+            contradictions += done.contradictions
             batches += 1
         duplicates += dup
         if progress:
             progress(len(batch))
-    return ImportReport(lines, created, duplicates, batches, tuple(errors), failed, dry_run)
+    return ImportReport(lines, created, duplicates, batches, tuple(errors), failed, dry_run, semantic, contradictions)
 
 
 def count_lines(path: str | Path) -> int:
@@ -165,15 +180,23 @@ def _batches(items: Iterator[tuple[int, Any]], size: int) -> Iterator[list[tuple
         yield batch
 
 
-def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tuple[list[Memory], int, list[LineError]]:
-    """Rows to insert (new content only), the count of exact duplicates, and the bad lines of one batch."""
+def _validate_batch(
+    store: MemoryStore, batch: Sequence[tuple[int, Any]]
+) -> tuple[list[Memory], int, list[LineError], set[str]]:
+    """Rows to insert (new content only), the count of exact duplicates, the bad lines of one batch, and the
+    ids of the rows whose lines carry store-managed fields (restored as they were)."""
     rows: list[tuple[int, Memory]] = []
     errors: list[LineError] = []
+    restored: set[str] = set()
     for n, item in batch:
         try:
-            rows.append((n, build_row(store, _parse(item))))
+            line = _parse(item)
+            rows.append((n, build_row(store, line)))
         except (ValueError, TypeError) as exc:
             errors.append(LineError(n, str(exc)))
+            continue
+        if STORE_FIELDS & line.keys():
+            restored.add(rows[-1][1]["id"])
     unparsed = len(errors)
     # Within the batch: first occurrence of a content wins; an id must not name two contents.
     fresh: list[tuple[int, Memory]] = []
@@ -200,7 +223,7 @@ def _validate_batch(store: MemoryStore, batch: Sequence[tuple[int, Any]]) -> tup
         out.append(row)
     errors.sort(key=lambda e: e.line)
     # Lines that parsed, minus those written and those refused above: content the agent already had.
-    return out, len(rows) - len(out) - (len(errors) - unparsed), errors
+    return out, len(rows) - len(out) - (len(errors) - unparsed), errors, restored
 
 
 def _parse(item: Any) -> dict[str, Any]:

@@ -219,6 +219,17 @@ class CalibratedJudge:
         z = ((x - self._mean) / self._scale) @ self._w + self._b
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
+    def merges(self, pairs: Sequence[Pair]) -> list[bool]:
+        """``[v.merge for v in self.judge(pairs)]``, without the hard vetoes of the pairs that would not merge
+        anyway (a veto only turns a merge into a contradiction): the write path's question, cheaper."""
+        p = self.probabilities(pairs)
+        return [
+            cos >= self._floor
+            and (cos >= self.duplicate_threshold or prob >= self.threshold or same_claims(a, b))
+            and conflict(a, b) is None
+            for (a, b, cos), prob in zip(pairs, p.tolist(), strict=True)
+        ]
+
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
         out = []
         p = self.probabilities(pairs)
@@ -254,6 +265,8 @@ def _calibrated(kind: str) -> CalibratedJudge | None:
     return None if doc is None else CalibratedJudge(doc)
 
 
+# Cached: every write asks for its store's judge once per candidate pair (settings are frozen and hashable).
+@functools.lru_cache(maxsize=64)
 def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
     """The judge ``ENGRAM_JUDGE`` asks for: ``auto`` (calibrated when weights ship for the embedder, else
     rules), ``calibrated`` (refused without weights) or ``rules``.
@@ -276,6 +289,14 @@ def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
 def get_judge(store: MemoryStore) -> Judge:
     """The judge of ``store`` (its settings and embedder)."""
     return make_judge(store.settings, getattr(store.embedder, "kind", None))
+
+
+def is_same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple[str, str] | None = None) -> bool:
+    """``same_fact(...).merge``, skipping the vetoes of a pair the calibrated judge would not merge anyway."""
+    judge = get_judge(store)
+    if isinstance(judge, CalibratedJudge) and not (kinds is not None and (kinds[0] != kinds[1] or "episodic" in kinds)):
+        return judge.merges([(a, b, cosine)])[0]
+    return same_fact(store, a, b, cosine, kinds=kinds).merge
 
 
 def same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple[str, str] | None = None) -> Verdict:

@@ -53,6 +53,7 @@ WriteTier = Literal["stm", "ltm", "auto"]
 ConfidenceTier = enum.StrEnum("ConfidenceTier", {t: t for t in CONFIDENCE_TIERS})  # type: ignore[misc]
 Scope = Literal["recent", "full"]
 OnError = Literal["abort", "skip"]
+Checks = Literal["remember", "exact"]  # import_jsonl(checks=...)
 
 
 def agent_and(agent: str | None, first: str, second: str | None, what: str) -> tuple[str, str]:

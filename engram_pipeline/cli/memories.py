@@ -20,6 +20,7 @@ import typer
 from engram_pipeline.cli._common import (
     AgentOpt,
     AgentsOpt,
+    Checks,
     CliError,
     ConfidenceTier,
     Kind,
@@ -69,11 +70,19 @@ def import_(
         OnError, typer.Option(help="abort: stop at a batch with a bad line; skip: skip the bad lines and go on")
     ] = "abort",
     dry_run: Annotated[bool, typer.Option(help="validate every line, write nothing")] = False,
+    checks: Annotated[
+        Checks,
+        typer.Option(
+            help="remember: each line gets remember's dedup and contradiction checks; exact: exact dedup only "
+            "(near-duplicates and contradictions left to the passes)"
+        ),
+    ] = "remember",
 ) -> None:
     """Import memories from a JSONL file (one object per line: agent_id, content, optional fields).
 
     A batch with a malformed line is not written at all; each bad line is reported with its number.
-    Deduplication is exact (same agent and content); near-duplicates are left to the corpus-merge pass.
+    Each line gets the outcome `remember` would give it: exact duplicates are skipped, near-duplicates fold
+    into the row they repeat, contradictions are recorded. Lines of an export are restored as they were.
     """
     from engram_pipeline.importer import count_lines, import_jsonl
 
@@ -81,7 +90,9 @@ def import_(
     store = st.open_store(create=True)
     total = count_lines(file)
     with progress("import", total) as advance:
-        report = import_jsonl(store, file, batch_size=batch_size, progress=advance, on_error=on_error, dry_run=dry_run)
+        report = import_jsonl(
+            store, file, batch_size=batch_size, progress=advance, on_error=on_error, dry_run=dry_run, checks=checks
+        )
     for err in report.errors:
         warn(f"{file}: {err}")
     if st.json:
@@ -90,6 +101,7 @@ def import_(
         verb = "would create" if dry_run else "created"
         typer.echo(
             f"{report.lines} lines: {verb} {report.created}, {report.exact_duplicates} exact duplicates, "
+            f"{report.semantic_duplicates} near-duplicates folded, {report.contradictions} contradictions, "
             f"{report.batches} batches committed, {report.failed_batches} failed"
         )
     if report.errors:

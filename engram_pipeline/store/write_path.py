@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_pipeline.claims import detect_contradiction
-from engram_pipeline.judge import get_judge, same_fact
+from engram_pipeline.judge import get_judge, is_same_fact
 from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
@@ -213,7 +213,7 @@ def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tup
     for n in neighbours:
         # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
         # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.
-        if same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])).merge:
+        if is_same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])):
             return n, []
     found = []
     bands = contradiction_bands(s)
@@ -273,7 +273,7 @@ class _Pending:
                     assert existing is not None
                     out[index] = RememberResult(existing, "exact_duplicate")
                     continue
-                contradictions = tuple(_apply_contradiction(store, row, n, hit, actor=actor) for n, hit in found)
+                contradictions = tuple(apply_contradictions(store, [(row, n, hit) for n, hit in found], actor=actor))
                 # Without contradictions the stored row is exactly the one written: skip a read.
                 stored = store.get(row["id"], track_access=False) if contradictions else as_stored(store, row)
                 out[index] = RememberResult(stored, "created", None, contradictions)
@@ -290,52 +290,72 @@ def as_stored(store: MemoryStore, row: Memory) -> Memory:
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
     """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit)."""
     score = float(existing["_similarity"])
-
-    def change(row: Memory) -> dict[str, Any]:
-        now = utcnow()
-        meta = loads_metadata(row)
-        meta.setdefault("duplicate_matches", []).append(
-            {
-                "match_id": incoming["id"],
-                "content": incoming["content"],
-                "score": round(score, 6),
-                "at": now.isoformat(),
-            }
-        )
-        importance, factors = importance_of(row, now=now, half_life_days=store.settings.importance_half_life_days)
-        return {
-            "id": row["id"],
-            "version": row["version"],
-            "metadata": dumps_metadata(meta),
-            "importance": importance,
-            "importance_factors": factors,
-            "reinforcement_count": int(row["reinforcement_count"] or 0) + 1,
-            "confidence": reinforce(confidence_of(row)),
-            "tags": sorted(set(row["tags"] or []) | set(incoming["tags"] or [])),
-        }
-
-    store.cas_write([change(existing)], recompute=lambda fresh: [change(r) for r in fresh], actor=actor, action="dedup")
+    collapse_many(store, [(existing, incoming, score)], actor=actor)
     return RememberResult(store.get(existing["id"], track_access=False), "semantic_duplicate", score)
 
 
-def _apply_contradiction(store: MemoryStore, new: Memory, old: Memory, hit: Any, *, actor: str) -> dict[str, Any]:
-    """Record a contradiction between the freshly inserted ``new`` row and ``old`` by the configured policy."""
+def collapse_many(store: MemoryStore, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str) -> None:
+    """Fold each ``(existing, incoming, score)`` near-duplicate write into its existing row, in one
+    compare-and-set batch (one retry on a concurrent edit); several writes into one row are folded in order,
+    as that many collapses one after another would leave it."""
+    into: dict[str, list[tuple[Memory, float]]] = {}
+    rows: dict[str, Memory] = {}
+    for existing, incoming, score in merges:
+        into.setdefault(existing["id"], []).append((incoming, score))
+        rows.setdefault(existing["id"], existing)
+    half_life = store.settings.importance_half_life_days
+
+    def change(row: Memory) -> dict[str, Any]:
+        now = utcnow()
+        folded = dict(row)
+        for incoming, score in into[row["id"]]:
+            # scored on the row as the collapse read it (the previous fold), as one collapse at a time would
+            importance, factors = importance_of(folded, now=now, half_life_days=half_life)
+            meta = loads_metadata(folded)
+            match = {"match_id": incoming["id"], "content": incoming["content"], "score": round(score, 6)}
+            meta.setdefault("duplicate_matches", []).append({**match, "at": now.isoformat()})
+            folded["metadata"] = dumps_metadata(meta)
+            folded["reinforcement_count"] = int(folded["reinforcement_count"] or 0) + 1
+            folded["confidence"] = reinforce(confidence_of(folded))
+            folded["tags"] = sorted(set(folded["tags"] or []) | set(incoming["tags"] or []))
+            folded["importance"], folded["importance_factors"] = importance, factors
+        return {k: folded[k] for k in _COLLAPSED} | {"version": row["version"]}
+
+    store.cas_write(
+        [change(r) for r in rows.values()],
+        recompute=lambda fresh: [change(r) for r in fresh],
+        actor=actor,
+        action="dedup",
+    )
+
+
+# The columns a collapse changes (with ``id`` and the ``version`` it was decided on).
+_COLLAPSED = ("id", "metadata", "importance", "importance_factors", "reinforcement_count", "confidence", "tags")
+
+
+def apply_contradictions(
+    store: MemoryStore, found: Sequence[tuple[Memory, Memory, Any]], *, actor: str
+) -> list[dict[str, Any]]:
+    """Record each contradiction ``(new, old, hit)`` between a freshly inserted row and an older one by the
+    configured policy, in one compare-and-set batch and one append of links; returns what each recorded."""
+    if not found:
+        return []
     now = utcnow()
-    info = {
-        "memory_id": old["id"],
-        "rule": hit.rule,
-        "reason": hit.reason,
-        "score": round(float(old["_similarity"]), 6),
-        "policy": store.settings.contradiction_policy,
-    }
-    link = {"agent_id": new["agent_id"], "score": info["score"]}
-    if store.settings.contradiction_policy == "supersede":
-        mark_superseded(store, old, by=new["id"], reason=hit.reason, actor=actor, now=now)
-        store.add_links([{**link, "src_id": new["id"], "dst_id": old["id"], "rel": "supersedes"}])
-        return info
-    mark_contradicted(store, [(new["id"], old["id"]), (old["id"], new["id"])], reason=hit.reason, actor=actor, now=now)
-    store.add_links([{**link, "src_id": new["id"], "dst_id": old["id"], "rel": "contradicts"}])
-    return info
+    policy = store.settings.contradiction_policy
+    rel = "supersedes" if policy == "supersede" else "contradicts"
+    infos, links = [], []
+    for new, old, hit in found:
+        score = round(float(old["_similarity"]), 6)
+        infos.append({"memory_id": old["id"], "rule": hit.rule, "reason": hit.reason, "score": score, "policy": policy})
+        links.append({"agent_id": new["agent_id"], "score": score, "src_id": new["id"], "dst_id": old["id"]})
+    if policy == "supersede":
+        hide = [(old["id"], new["id"], hit.reason) for new, old, hit in found]
+        mark_superseded_many(store, hide, actor=actor, now=now)
+    else:
+        pairs = [(a["id"], b["id"], hit.reason) for new, old, hit in found for a, b in ((new, old), (old, new))]
+        mark_contradicted_many(store, pairs, actor=actor, now=now)
+    store.add_links([{**link, "rel": rel} for link in links])
+    return infos
 
 
 def mark_contradicted(

@@ -21,7 +21,8 @@ from engram_pipeline.store import MemoryStore
 def seeded_uri(tmp_path: Path, settings: Settings) -> str:
     """A store holding the sample corpus (four agents), built from scratch for each test."""
     uri = str(tmp_path / "store")
-    import_jsonl(MemoryStore.open(uri, settings=settings), generate_sample_corpus())
+    # exact dedup only: the corpus holds near-duplicates and contradictions for the passes to find
+    import_jsonl(MemoryStore.open(uri, settings=settings), generate_sample_corpus(), checks="exact")
     return uri
 
 

@@ -16,12 +16,18 @@ def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore
     embed = store.embedder.embed
     store.embedder.embed = lambda texts: (calls.append(len(texts)), embed(texts))[1]  # count, not replace
     before = len(store.memories.list_versions())
-    lines = [{"agent_id": f"a{i % 3}", "content": f"memory number {i}"} for i in range(25)]
+    # Unrelated contents: "memory number 3" / "memory number 13" would be flagged as contradicting (a commit more).
+    lines = [{"agent_id": f"a{i % 3}", "content": f"{_word(i)} {_word(i + 9)} {_word(i + 17)}"} for i in range(25)]
     seen: list[int] = []
     report = import_jsonl(store, lines, batch_size=10, progress=seen.append)
     assert (report.lines, report.created, report.batches, report.errors) == (25, 25, 3, ())
+    assert (report.semantic_duplicates, report.contradictions) == (0, 0)
     assert calls == [10, 10, 5] and seen == [10, 10, 5]
     assert len(store.memories.list_versions()) - before == 3
+
+
+def _word(i: int) -> str:
+    return chr(97 + i % 26) * 6
 
 
 def test_exact_duplicates_within_the_file_and_against_the_store(store) -> None:  # type: ignore[no-untyped-def]
@@ -100,7 +106,8 @@ def test_sample_corpus_imports_cleanly(store) -> None:  # type: ignore[no-untype
     now = datetime(2026, 6, 1, tzinfo=UTC)
     rows = load_sample_corpus(now)
     assert rows == generate_sample_corpus(now)
-    report = import_jsonl(store, rows)
+    # exact dedup only, as the demo loads it: the corpus holds near-duplicates for the merge pass to find
+    report = import_jsonl(store, rows, checks="exact")
     assert report.errors == () and report.created == len(rows) and report.exact_duplicates == 0
     agents = store.agents()
     assert len(agents) == 4
@@ -110,3 +117,83 @@ def test_sample_corpus_imports_cleanly(store) -> None:  # type: ignore[no-untype
         assert any(m["pinned"] for m in mine) and any(m["tier"] == "stm" for m in mine)
         assert {m["outcome"] for m in mine} >= {"success", "failure"}
     assert import_jsonl(store, load_sample_corpus()).created == 0  # idempotent at any "now"
+
+
+# Rewordings, exact duplicates and contradictions, over two agents, in the order ``remember`` would see them.
+CHECKED_LINES = [
+    ("a", "User lives in Berlin", ["home"]),
+    ("a", "User prefers dark mode in the editor", []),
+    ("a", "The user lives in Berlin", ["profile"]),  # a rewording: folds into the first row
+    ("a", "user lives in   BERLIN", []),  # an exact duplicate
+    ("a", "I prefer dark mode in the editor", []),
+    ("a", "User lives in Munich", []),  # contradicts Berlin (flagged, or supersedes it)
+    ("a", "I reside in Berlin", []),  # Berlin again: a duplicate of it if visible, else contradicts Munich
+    ("a", "User drinks green tea every morning", []),
+    ("b", "User lives in Berlin", []),  # another agent: new
+    ("b", "User works at Acme", []),
+    ("b", "The user works at Acme", []),
+    ("b", "User does not work at Acme", []),  # negation
+    ("a", "Meeting with the design team is at 3pm", []),
+    ("a", "Meeting with the design team is at 4pm", []),  # quantity
+]
+
+
+def _as_written(store) -> tuple[set[tuple], set[tuple]]:  # type: ignore[no-untyped-def]
+    """Every row (hidden ones too) and link of the store, with ids replaced by contents (ids are random)."""
+    rows = [r for agent in store.agents() for r in store.scan(agent).to_pylist()]
+    content = {r["id"]: (r["agent_id"], r["content"]) for r in rows}
+    out = set()
+    for r in rows:
+        meta = json.loads(r["metadata"] or "{}")
+        out.add((
+            content[r["id"]], r["status"], r["reinforcement_count"], tuple(r["tags"] or ()),
+            round(r["confidence"], 6), round(r["importance"], 3),
+            tuple(sorted(content[i] for i in r["contradiction_with"] or ())),
+            content.get(r["superseded_by"]),
+            tuple(sorted(m["content"] for m in meta.get("duplicate_matches", []))),
+            tuple(sorted((content[c["with"]], c["reason"]) for c in meta.get("contradictions", []))),
+        ))  # fmt: skip
+    links = {
+        (content[k["src_id"]], content[k["dst_id"]], k["rel"])
+        for agent in store.agents()
+        for k in store.links_for_agent(agent).to_pylist()
+    }
+    return out, links
+
+
+@pytest.mark.parametrize("policy", ["flag", "supersede"])
+@pytest.mark.parametrize("batch_size", [3, 1000])
+def test_import_gives_what_remembering_the_lines_one_by_one_gives(tmp_path, policy, batch_size) -> None:  # type: ignore[no-untyped-def]
+    from engram_pipeline.settings import Settings
+    from engram_pipeline.store import MemoryStore
+
+    settings = Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}).replace(contradiction_policy=policy)
+    one_by_one = MemoryStore.open(str(tmp_path / "remembered"), settings=settings)
+    imported = MemoryStore.open(str(tmp_path / "imported"), settings=settings)
+    for store in (one_by_one, imported):  # what both stores held before: the checks run against it too
+        store.remember("a", "User prefers tea", tags=["drinks"])
+    outcomes = [one_by_one.remember(a, c, tags=t).outcome for a, c, t in CHECKED_LINES]
+    lines = [{"agent_id": a, "content": c, "tags": t} for a, c, t in CHECKED_LINES]
+    report = import_jsonl(imported, lines, batch_size=batch_size)
+    assert _as_written(imported) == _as_written(one_by_one)
+    assert (report.created, report.exact_duplicates, report.semantic_duplicates) == (
+        outcomes.count("created"), outcomes.count("exact_duplicate"), outcomes.count("semantic_duplicate")
+    )  # fmt: skip
+    assert report.contradictions == len(_as_written(one_by_one)[1]) >= 3
+
+
+def test_checks_exact_leaves_near_duplicates_and_contradictions_to_the_passes(store) -> None:  # type: ignore[no-untyped-def]
+    lines = [{"agent_id": "a", "content": c} for _, c, _ in CHECKED_LINES[:7]]
+    report = import_jsonl(store, lines, checks="exact")
+    assert (report.created, report.exact_duplicates, report.semantic_duplicates, report.contradictions) == (6, 1, 0, 0)
+    assert {r["status"] for r in store.list_memories("a")} == {"active"}
+
+
+def test_a_bad_line_writes_nothing_of_its_checked_batch(store) -> None:  # type: ignore[no-untyped-def]
+    store.remember("a", "User lives in Berlin")
+    before = store.memories_version()
+    lines = [json.dumps({"agent_id": a, "content": c}) for a, c, _ in CHECKED_LINES] + ["not json"]
+    report = import_jsonl(store, lines)
+    assert report.failed_batches == 1 and report.created == 0 and report.errors[0].line == len(CHECKED_LINES) + 1
+    assert store.memories_version() == before and len(store.list_memories("a")) == 1
+    assert store.links_for_agent("a").num_rows == 0

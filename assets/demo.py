@@ -188,7 +188,8 @@ def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out:
             print(
                 f"  {agent:<20} {plan['plan_id']}  {len(clusters)} clusters, would merge {members} memories", file=out
             )
-    idle = sorted(a for a, p in pending if not p["body"].get("clusters"))
+    # an agent with nothing to merge has no pending plan at all (a dry run that finds no cluster stores none)
+    idle = sorted(set(agents) - {a for a, _, _ in waiting})
     if idle:
         print(f"\nnothing to merge for {', '.join(idle)}", file=out)
 

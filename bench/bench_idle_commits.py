@@ -27,19 +27,10 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
 
-def table_versions(store: MemoryStore) -> dict[str, int]:
-    """The current version of every table of the store (a fresh look: other handles may have committed)."""
-    out = {}
-    for name, table in store.tables().items():
-        table.checkout_latest()
-        out[name] = int(table.version)
-    return out
-
-
 def commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = table_versions(store)
+    before = store.table_versions()
     run()
-    after = table_versions(store)
+    after = store.table_versions()
     return {name: after[name] - before[name] for name in before if after[name] != before[name]}
 
 

@@ -128,6 +128,15 @@ class MemoryStore:
             "access_log": self.access_log.table,
         }
 
+    def table_versions(self) -> dict[str, int]:
+        """The latest version of every table, by name (a fresh look: other handles may have committed); the
+        difference of two such maps is the commits made in between."""
+        out = {}
+        for name, table in self.tables().items():
+            table.checkout_latest()
+            out[name] = int(table.version)
+        return out
+
     def _create_scalar_indexes(self) -> None:
         for column in SCALAR_INDEXES:
             self.memories.create_index(column, config=BTree(), replace=True)

@@ -39,18 +39,10 @@ PASSES: dict[str, Callable[[MemoryStore, str], Any]] = {
 }
 
 
-def _versions(store: MemoryStore) -> dict[str, int]:
-    out = {}
-    for name, table in store.tables().items():
-        table.checkout_latest()
-        out[name] = int(table.version)
-    return out
-
-
 def _commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = _versions(store)
+    before = store.table_versions()
     run()
-    after = _versions(store)
+    after = store.table_versions()
     return {name: after[name] - before[name] for name in before if after[name] != before[name]}
 
 

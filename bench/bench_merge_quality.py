@@ -37,10 +37,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from calibrate_thresholds import HELD_OUT_FILES, contradiction_set, embed_cached, load  # noqa: E402
 
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus  # noqa: E402
-from engram_pipeline.lifecycle.graph import agent_graph, band  # noqa: E402
+from engram_pipeline.lifecycle.graph import agent_graph  # noqa: E402
 from engram_pipeline.model import content_hash  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.similarity import star_clusters  # noqa: E402
+from engram_pipeline.similarity.bands import filter_bands  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 
 MERGE_OK = 4.0
@@ -76,7 +77,7 @@ def plain_plan(store: MemoryStore, agent: str, graph: Any, lo: float, hi: float)
     rows = store.scan(agent, columns=["id", "importance", "created_at"]).to_pylist()
     rows.sort(key=lambda r: r["id"])
     rows.sort(key=lambda r: (-(r["importance"] or 0.0), -r["created_at"].timestamp()))
-    clusters = star_clusters(band(graph, lo, hi), [r["id"] for r in rows], lo, hi)
+    clusters = star_clusters(filter_bands(graph, ((lo, hi if hi < 1.0 else None),)), [r["id"] for r in rows], lo, hi)
     return [(c, m) for c, members in clusters for m, _ in members]
 
 

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame
-from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph, band
+from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.lifecycle.merge_review import (
     APPLY_PASS,
     expire_superseded,
@@ -64,6 +64,7 @@ from engram_pipeline.lifecycle.merge_review import (
 )
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
 from engram_pipeline.similarity import star_clusters
+from engram_pipeline.similarity.bands import filter_bands
 from engram_pipeline.store.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def plan_clusters(
     graph = agent_graph(store, agent_id) if graph is None else graph
     ids = mergeable["id"].to_list()
     keep = pa.array(ids, pa.string())
-    pairs = band(graph, judge.floor)
+    pairs = filter_bands(graph, ((judge.floor, None),))  # the judge's candidates: no upper bound
     pairs = pairs.filter(pc.and_(pc.is_in(pairs["src_id"], value_set=keep), pc.is_in(pairs["dst_id"], value_set=keep)))
     # A pair of one cluster a reviewer rejected is not a candidate while both rows keep the rejected content.
     vetoed = vetoed_pairs(store, agent_id, dict(zip(ids, mergeable["content_hash"].to_list(), strict=True)))

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.similarity import PAIRS_SCHEMA, neighbour_graph
@@ -72,11 +71,3 @@ def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     flat = arr.flatten().to_numpy(zero_copy_only=False)
     return np.ascontiguousarray(flat.reshape(len(arr), dim), dtype=np.float32)
-
-
-def band(graph: pa.Table, lo: float, hi: float | None = None) -> pa.Table:
-    """The pairs with ``lo <= score < hi`` (no upper bound when ``hi`` is None or at least 1)."""
-    mask = pc.greater_equal(graph["score"], lo)
-    if hi is not None and hi < 1.0:
-        mask = pc.and_(mask, pc.less(graph["score"], hi))
-    return graph.filter(mask)

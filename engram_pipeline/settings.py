@@ -77,6 +77,12 @@ class Settings:
     storage_options: str = _env(
         "ENGRAM_STORAGE_OPTIONS", "", doc="JSON object of LanceDB storage options for object-storage URIs (`s3://...`)"
     )  # JSON object for object-storage URIs
+    shards: int = _env(
+        "ENGRAM_SHARDS",
+        1,
+        doc="Memory tables the store spreads agents over (a stable hash of `agent_id`); a store refuses to open "
+        "with another count (`engram migrate --shards N` re-shards it)",
+    )
     # embedders
     embedder: str = _env(
         "ENGRAM_EMBEDDER",

@@ -6,7 +6,8 @@ A block is written as::
     ...the generator's output...
     <!-- end generated -->
 
-and this test calls the named function and compares. To refresh one, paste the function's output.
+and this test calls the named function and compares. To refresh every block in place, run
+``python tests/docs/test_generated_tables.py``.
 """
 
 from __future__ import annotations
@@ -34,3 +35,21 @@ def test_generated_block_matches_its_generator(path: Path, match: re.Match[str])
     assert text.strip() == expected, (
         f"{path.name}: the block from {module}.{function}() is stale; it should read:\n{expected}"
     )
+
+
+def refresh() -> None:
+    """Rewrite every generated block from its generator."""
+    for path in DOCS:
+        text = path.read_text()
+
+        def fill(m: re.Match[str]) -> str:
+            module, function = m.group(1), m.group(2)
+            body = getattr(importlib.import_module(module), function)().strip()
+            head = m.group(0).split("\n", 1)[0]
+            return f"{head}\n{body}\n<!-- end generated -->"
+
+        path.write_text(BLOCK.sub(fill, text))
+
+
+if __name__ == "__main__":
+    refresh()

@@ -1,0 +1,72 @@
+"""Run one pass over a set of agents (a shard, or any list): the entry point scheduled maintenance calls.
+
+``sweep(store, "ltm_decay", agents, now=now)`` returns a :class:`SweepReport` holding each agent's own report
+(the same frozen dataclass the per-agent pass returns), so a caller that wants one agent's figures still has
+them. Every pass in :data:`SWEEPS` runs through here; the per-agent functions stay the API for one agent and
+give the same result for that agent as a sweep that includes it.
+
+>>> from engram_pipeline.settings import Settings
+>>> from engram_pipeline.store import MemoryStore
+>>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
+>>> _ = store.remember("alice", "We decided to ship on Friday")
+>>> _ = store.remember("bob", "Bob's build runs on Tuesdays")
+>>> report = sweep(store, "ltm_decay", ["alice", "bob"])
+>>> sorted(report.agents), report.totals()["processed"]
+(['alice', 'bob'], 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engram_pipeline.lifecycle.archival import archive_faded
+from engram_pipeline.lifecycle.confidence import decay_confidence
+from engram_pipeline.lifecycle.contradictions import detect_contradictions
+from engram_pipeline.lifecycle.decay import decay_importance
+from engram_pipeline.lifecycle.health import health
+from engram_pipeline.lifecycle.pipeline import run_pipeline
+from engram_pipeline.lifecycle.promotion import promote_stm
+from engram_pipeline.model import utcnow
+
+if TYPE_CHECKING:
+    from engram_pipeline.store import MemoryStore
+
+# pass name -> the per-agent function (store, agent_id, *, now=...) -> report
+SWEEPS: dict[str, Callable[..., Any]] = {
+    "stm_promotion": promote_stm,
+    "ltm_decay": decay_importance,
+    "confidence_decay": decay_confidence,
+    "contradictions": detect_contradictions,
+    "archival": archive_faded,
+    "health": health,
+    "pipeline": run_pipeline,
+}
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    pass_name: str
+    now: datetime
+    agents: dict[str, Any]  # agent id -> that agent's report
+
+    def totals(self) -> dict[str, int]:
+        """The integer fields of the agents' reports, summed (for a pass whose report is flat)."""
+        out: dict[str, int] = {}
+        for report in self.agents.values():
+            fields = asdict(report) if is_dataclass(report) and not isinstance(report, type) else {}
+            for name, value in fields.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    out[name] = out.get(name, 0) + value
+        return out
+
+
+def sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime | None = None) -> SweepReport:
+    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time)."""
+    if pass_name not in SWEEPS:
+        raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(SWEEPS))}")
+    now = now or utcnow()
+    run = SWEEPS[pass_name]
+    return SweepReport(pass_name, now, {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))})

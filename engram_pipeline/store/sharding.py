@@ -1,0 +1,34 @@
+"""Which shard an agent's rows live in: a stable hash of ``agent_id``, the same in every process and release.
+
+Python's ``hash`` is salted per process, so the shard is the first 8 bytes of the agent id's BLAKE2b digest,
+modulo the store's shard count. Changing this function moves agents between shards: it is part of the on-disk
+format (``engram migrate --shards N`` is how a store changes its shard count).
+
+>>> shard_of("alice", 1)
+0
+>>> [shard_of("alice", 8), shard_of("alice", 8)] == [shard_of("alice", 8)] * 2
+True
+>>> sorted({shard_of(f"agent-{i}", 4) for i in range(100)})
+[0, 1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+
+def shard_of(agent_id: str, shards: int) -> int:
+    """The shard (``0 <= shard < shards``) of ``agent_id`` in a store of ``shards`` shards."""
+    if shards < 1:
+        raise ValueError(f"a store has at least one shard, not {shards}")
+    digest = hashlib.blake2b(agent_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def by_shard(agent_ids: Iterable[str], shards: int) -> dict[int, list[str]]:
+    """``agent_ids`` grouped by shard (each group sorted, shards in order)."""
+    out: dict[int, list[str]] = {}
+    for agent_id in sorted(set(agent_ids)):
+        out.setdefault(shard_of(agent_id, shards), []).append(agent_id)
+    return dict(sorted(out.items()))

@@ -120,7 +120,7 @@ def import_jsonl(
     errors: list[LineError] = []
     for batch in _batches(_numbered(source), batch_size):
         lines += len(batch)
-        checked_at = store.memories_version()  # before the checks against the store: see write_path.insert_new
+        checked_at = store.shard_versions()  # before the checks against the store: see write_path.insert_new
         rows, dup, bad, restored = _validate_batch(store, batch)
         if bad:
             errors.extend(bad)

@@ -358,6 +358,7 @@ class Settings:
             ("MEMORY_IMPORTANCE_HALF_LIFE_DAYS", self.importance_half_life_days),
             ("ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", self.recall_recency_half_life_days),
             ("MEMORY_DECAY_BATCH_SIZE", self.decay_batch_size),
+            ("ENGRAM_SHARDS", self.shards),
         ):
             if value <= 0:
                 raise SettingsError(f"{name}={value}: must be positive")

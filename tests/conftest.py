@@ -19,15 +19,32 @@ from engram_pipeline.store import MemoryStore  # noqa: E402
 from tests.constants import SEED_POLICY  # noqa: E402
 
 
-@pytest.fixture
-def settings() -> Settings:
-    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing"})
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shards",
+        type=int,
+        default=int(os.environ.get("ENGRAM_TEST_SHARDS", "1")),
+        help="ENGRAM_SHARDS of the stores the `settings`, `store` and `seed_store` fixtures open "
+        "(default: $ENGRAM_TEST_SHARDS or 1)",
+    )
 
 
 @pytest.fixture
-def seed_store(store_uri: str) -> MemoryStore:
+def shards(request: pytest.FixtureRequest) -> str:
+    """The shard count of the fixtures' stores (``--shards``), as ``ENGRAM_SHARDS`` reads it."""
+    return str(request.config.getoption("--shards"))
+
+
+@pytest.fixture
+def settings(shards: str) -> Settings:
+    return Settings.from_env({"ENGRAM_EMBEDDER": "hashing", "ENGRAM_SHARDS": shards})
+
+
+@pytest.fixture
+def seed_store(store_uri: str, shards: str) -> MemoryStore:
     """A store under the `seed` retention policy."""
-    return MemoryStore.open(store_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY}))
+    env = {"ENGRAM_EMBEDDER": "hashing", "ENGRAM_SHARDS": shards, **SEED_POLICY}
+    return MemoryStore.open(store_uri, settings=Settings.from_env(env))
 
 
 @pytest.fixture

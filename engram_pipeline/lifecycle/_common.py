@@ -111,7 +111,7 @@ class PassCursor:
         saved = store.get_cursor(pass_name, agent_id)
         if saved and not saved.get("done"):
             return cls._start(store, pass_name, agent_id, now, run_id, scope, running)
-        cursor = cls(store, pass_name, agent_id, cls._new_state(store, pass_name, now, run_id, scope))
+        cursor = cls(store, pass_name, agent_id, cls._new_state(store, pass_name, agent_id, now, run_id, scope))
         cursor._deferred = (saved, running)
         return cursor
 
@@ -132,7 +132,8 @@ class PassCursor:
             saved = self.store.get_cursor(self.pass_name, self.agent_id)
             self.stale = saved != seen
             if self.stale:  # rows may have moved under that run: the run starts from the table as it is now
-                self.state["memories_version"] = self.state["started_version"] = self.store.memories_version()
+                version = self.store.memories_version(self.agent_id)
+                self.state["memories_version"] = self.state["started_version"] = version
             self.store.set_cursor(self.pass_name, self.agent_id, self.state)
         except BaseException:
             lease.release()
@@ -143,9 +144,15 @@ class PassCursor:
 
     @classmethod
     def _new_state(
-        cls, store: MemoryStore, pass_name: str, now: datetime | None, run_id: str | None, scope: Any
+        cls,
+        store: MemoryStore,
+        pass_name: str,
+        agent_id: str,
+        now: datetime | None,
+        run_id: str | None,
+        scope: Any,
     ) -> dict[str, Any]:
-        version = store.memories_version()
+        version = store.memories_version(agent_id)  # the agent's shard's table: what ``scan(version=)`` reads
         return {
             "scope": scope,
             "run_id": run_id or new_run_id(pass_name),
@@ -181,7 +188,7 @@ class PassCursor:
         if saved and not saved.get("done"):
             saved["resumed"] = int(saved.get("resumed", 0)) + 1
             return cls._held(store, pass_name, agent_id, saved, lease)
-        state = cls._new_state(store, pass_name, now, run_id, scope)
+        state = cls._new_state(store, pass_name, agent_id, now, run_id, scope)
         cursor = cls._held(store, pass_name, agent_id, state, lease)
         store.set_cursor(pass_name, agent_id, state)
         return cursor
@@ -219,7 +226,7 @@ class PassCursor:
         self.begin()
         self.state["after"] = last_id
         self.state["batches"] = int(self.state.get("batches", 0)) + 1
-        self.state["memories_version"] = self.store.memories_version()
+        self.state["memories_version"] = self.store.memories_version(self.agent_id)
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
@@ -231,7 +238,7 @@ class PassCursor:
         """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
         killed attempt wrote), so that a later resume counts only from here."""
         self.begin()
-        self.state["memories_version"] = self.store.memories_version()
+        self.state["memories_version"] = self.store.memories_version(self.agent_id)
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)

@@ -107,15 +107,28 @@ class AccessLog:
 def fold_access(
     store: MemoryStore, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
 ) -> AccessFold:
-    """Fold the logged reads of ``agent_id`` (default: every agent) into ``memories``; see the module.
-
-    ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
+    """Fold the logged reads of ``agent_id`` (default: every agent, shard by shard) into ``memories``; see the
+    module. ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
     """
-    log = store.access_log
     now = now or utcnow()
+    shards = [store.shard_of(agent_id)] if agent_id is not None else range(store.shard_count)
+    folds = [_fold_shard(store, k, agent_id, now=now, reindex=reindex) for k in shards]
+    if len(folds) == 1:
+        return folds[0]
+    return AccessFold(
+        sum(f.entries for f in folds),
+        sum(f.rows for f in folds),
+        sum(f.applied for f in folds),
+        sum(f.dropped_stale_claims for f in folds),
+        any(f.reindexed for f in folds),
+    )
+
+
+def _fold_shard(store: MemoryStore, shard: int, agent_id: str | None, *, now: datetime, reindex: bool) -> AccessFold:
+    log = store.shards[shard].access_log
     scope = eq("agent_id", agent_id) if agent_id is not None else "true"
     if not log.table.count_rows(None if agent_id is None else scope):  # no commit when idle
-        return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store))
+        return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store, shard=shard))
     stale = (
         f"{scope} AND claimed_by IS NOT NULL AND claimed_at < "
         f"arrow_cast({lit((now - STALE_CLAIM).isoformat())}, '{_TS}')"
@@ -129,16 +142,17 @@ def fold_access(
         )
     ).rows_updated
     if not claimed:
-        return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store))
+        return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store, shard=shard))
     mine = eq("claimed_by", fold_id)
     summed = _summed(log._read(mine))
     applied = 0
     for (times,), group in summed.group_by("times"):
         at = cast(datetime, group["at"].max())
-        applied += store.record_access(group.select("id", "version").to_dicts(), times=int(times), at=at)
+        rows = group.select("id", "version").to_dicts()
+        applied += store.record_access(rows, times=int(times), at=at, shard=shard)
     _with_retry(lambda: log.table.delete(mine))
     _compact_log(log.table)
-    return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))
+    return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store, shard=shard))
 
 
 _LOG_FRAME: dict[str, pl.DataType] = {
@@ -175,16 +189,21 @@ def overlay_pending(rows: pa.Table, pending: pl.DataFrame) -> pa.Table:
     return merged.to_arrow().cast(rows.schema)
 
 
-def refresh_vector_index(store: MemoryStore, *, attempts: int = 6) -> bool:
-    """Re-index (``optimize``) once more than ``ENGRAM_INDEX_REFRESH_ROWS`` rows are outside the vector index."""
+def refresh_vector_index(store: MemoryStore, *, shard: int | None = None, attempts: int = 6) -> bool:
+    """Re-index (``optimize``) the ``memories`` table of ``shard`` (default: each) once more than
+    ``ENGRAM_INDEX_REFRESH_ROWS`` of its rows are outside the vector index; whether any was re-indexed."""
     limit = store.settings.index_refresh_rows
     if limit <= 0:
         return False
-    stats = store.memories.index_stats("vector_idx")
-    if stats is None or int(stats.num_unindexed_rows) < limit:
-        return False
-    optimize_table(store.memories, attempts=attempts)
-    return True
+    refreshed = False
+    for k in range(store.shard_count) if shard is None else [shard]:
+        memories = store.shards[k].memories
+        stats = memories.index_stats("vector_idx")
+        if stats is None or int(stats.num_unindexed_rows) < limit:
+            continue
+        optimize_table(memories, attempts=attempts)
+        refreshed = True
+    return refreshed
 
 
 def _compact_log(log: Any) -> None:

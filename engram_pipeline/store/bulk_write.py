@@ -22,7 +22,7 @@ without checks but are candidates for the rows after them when visible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,11 +57,11 @@ class BulkWrite:
 
 
 def write_checked(
-    store: MemoryStore, rows: Sequence[Memory], *, checked_at: int, checked: Sequence[bool], actor: str
+    store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int], checked: Sequence[bool], actor: str
 ) -> BulkWrite:
     """Check ``rows`` (new content, with vectors) as ``remember`` would one after another, then write them.
 
-    ``checked_at`` is the table version the exact-duplicate check read (see
+    ``checked_at`` is, per shard, the table version the exact-duplicate check read (see
     :func:`engram_pipeline.store.write_path.insert_new`); ``checked[i]`` False writes ``rows[i]`` unchecked.
     """
     if not any(checked):

@@ -106,15 +106,46 @@ def _attempt(
         stale = [i for i in ids if i not in pre_by_id or pre_by_id[i]["version"] != expected[i]]
         if stale:
             keep = [c for c in changes if c["id"] not in set(stale)]
-            applied, misses, pre, commits = _attempt(store, keep, audit) if keep else ([], [], [], 0)
-            return applied, misses + stale, pre, commits
+            done, misses, pre, commits = _attempt(store, keep, audit) if keep else ([], [], [], 0)
+            return done, misses + stale, pre, commits
         # Write-ahead, as in cas_delete: a process killed between the two commits leaves an event, never a
         # hidden row without its pre-image; events of rows the commit did not apply are dropped after it.
         actor, action, run_id = audit
         event_ids = {c["id"]: _event_id(run_id, action, c["id"], int(c["version"])) for c in changes}
         _write_ahead(store, pre_by_id, event_ids, actor=actor, action=action, run_id=run_id)
+    # One commit per shard the rows are in (a pre-image names its agent, so its shard; else a lookup).
+    where: dict[int, list[str]] = {}
+    if audit is not None:
+        for i in ids:
+            where.setdefault(store.shard_of(pre_by_id[i]["agent_id"]), []).append(i)
+    else:
+        where = store.locate(ids)
     token = uuid.uuid4().hex
     now = utcnow()
+    by_id = {c["id"]: c for c in changes}
+    applied: list[str] = []
+    commits = 0
+    for k, shard_ids in where.items():
+        if shard_ids:
+            applied += _commit(store, k, [by_id[i] for i in shard_ids], columns, token, now)
+            commits += 1
+    got = set(applied)
+    applied = [i for i in ids if i in got]
+    misses = [i for i in ids if i not in got]
+    pre = [pre_by_id[i] for i in applied] if audit is not None else []
+    if event_ids and misses:
+        for k, shard_ids in where.items():
+            dropped = [event_ids[i] for i in shard_ids if i not in got]
+            if dropped:
+                store.drop_audit(dropped, shard=k)
+    return applied, misses, pre, commits
+
+
+def _commit(
+    store: MemoryStore, shard: int, changes: list[Change], columns: list[str], token: str, now: Any
+) -> list[str]:
+    """One conditional ``merge_insert`` of ``changes`` into ``shard``'s table; returns the ids it applied."""
+    ids = [c["id"] for c in changes]
     schema = store.memory_schema
     fields = [schema.field(n) for n in (*_FIXED, *columns)]
     # Built column by column (not row dicts through ``from_pylist``): a decay batch is tens of thousands of rows.
@@ -127,9 +158,10 @@ def _attempt(
     for name in columns:
         values[name] = [c.get(name) for c in changes]
     source = pa.Table.from_arrays([pa.array(values[f.name], type=f.type) for f in fields], schema=pa.schema(fields))
+    memories = store.shards[shard].memories
     result = _with_retry(
         lambda: (
-            store.memories.merge_insert("id")
+            memories.merge_insert("id")
             .when_matched_update_all(where="target.version + 1 = source.version")
             # lancedb 0.40: the indexed join (once a BTree on id covers the rows, i.e. after ``maintain``)
             # panics on a conditional update from a partial-column source; the scan join is correct.
@@ -138,14 +170,9 @@ def _attempt(
         )
     )
     # When every row matched, the commit applied them all; otherwise ask the commit's own snapshot which.
-    all_applied = result.num_updated_rows == len(changes)
-    applied = ids if all_applied else store.ids_written_at(result.version, ids, token)
-    got = set(applied)
-    misses = [i for i in ids if i not in got]
-    pre = [pre_by_id[i] for i in applied] if audit is not None else []
-    if event_ids and misses:
-        store.audit.drop([event_ids[i] for i in misses])
-    return applied, misses, pre, 1
+    if result.num_updated_rows == len(changes):
+        return ids
+    return store.ids_written_at(result.version, ids, token, shard=shard)
 
 
 def cas_delete(
@@ -160,25 +187,39 @@ def cas_delete(
     skipped = [i for i in expected if i not in live_set]
     if not live:
         return CasResult((), tuple(skipped))
-    cond = at_versions({i: expected[i] for i in live})
     # Write-ahead: the pre-images go to the audit before the delete, so a process killed between the two
     # commits leaves an event, never a row gone without one. With a run id the event ids are deterministic,
     # so the resumed run (same run id) that deletes the row does not record it twice.
     event_ids = {i: _event_id(run_id, action, i, int(expected[i])) for i in live}
     _write_ahead(store, pre, event_ids, actor=actor, action=action, run_id=run_id)
-    result = _with_retry(lambda: store.memories.delete(cond))
+    by_shard: dict[int, list[str]] = {}
+    for i in live:
+        by_shard.setdefault(store.shard_of(pre[i]["agent_id"]), []).append(i)
+    applied: list[str] = []
+    for k, shard_live in by_shard.items():
+        mine = set(_delete(store, k, {i: expected[i] for i in shard_live}))
+        applied += [i for i in shard_live if i in mine]
+        lost = [event_ids[i] for i in shard_live if i not in mine]
+        if lost:
+            store.drop_audit(lost, shard=k)
+    mine = set(applied)
+    skipped += [i for i in live if i not in mine]
+    applied = [i for i in live if i in mine]
+    return CasResult(tuple(applied), tuple(skipped), (), len(by_shard), tuple(pre[i] for i in applied))
+
+
+def _delete(store: MemoryStore, shard: int, expected: dict[str, int]) -> list[str]:
+    """Delete the rows of ``shard`` still at their ``expected`` version in one commit; returns those it removed."""
+    live = list(expected)
+    memories = store.shards[shard].memories
+    result = _with_retry(lambda: memories.delete(at_versions(expected)))
     # Ours are the rows this commit removed: present just before it and gone in it. (Absent now is not
     # enough: a concurrent delete of the same row would have both writers claim it and keep both events.)
     if getattr(result, "num_deleted_rows", None) == len(live):
-        applied = live
-    else:
-        before = set(store.ids_at(result.version - 1, live))
-        after = set(store.ids_at(result.version, live))
-        applied = [i for i in live if i in before and i not in after]
-    mine = set(applied)
-    skipped += [i for i in live if i not in mine]
-    store.audit.drop([event_ids[i] for i in live if i not in mine])
-    return CasResult(tuple(applied), tuple(skipped), (), 1, tuple(pre[i] for i in applied))
+        return live
+    before = set(store.ids_at(result.version - 1, live, shard=shard))
+    after = set(store.ids_at(result.version, live, shard=shard))
+    return [i for i in live if i in before and i not in after]
 
 
 def _write_ahead(
@@ -195,7 +236,7 @@ def _write_ahead(
         {"event_id": e, "memory_id": i, "agent_id": pre[i]["agent_id"], "action": action, "before": pre[i]}
         for i, e in event_ids.items()
     ]
-    store.audit.record(events, actor=actor, run_id=run_id)
+    store.record_audit(events, actor=actor, run_id=run_id)
 
 
 def _event_id(run_id: str | None, action: str, memory_id: str, version: int) -> str:

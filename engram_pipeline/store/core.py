@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,34 +19,24 @@ import lancedb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from lancedb.index import BTree
 
 from engram_pipeline.embed import Embedder, get_embedder
-from engram_pipeline.model import (
-    ACCESS_LOG_SCHEMA,
-    AUDIT_SCHEMA,
-    CURSOR_SCHEMA,
-    LINK_SCHEMA,
-    META_SCHEMA,
-    PLAN_SCHEMA,
-    STATUSES,
-    Memory,
-    memory_schema,
-    rows_to_table,
-)
+from engram_pipeline.model import META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import access_log, cas, edits, maintenance, write_path
+from engram_pipeline.store import cas, edits, maintenance, write_path
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
+from engram_pipeline.store.access_log import fold_access as _fold_access
 from engram_pipeline.store.audit import AuditEvent, AuditLog
 from engram_pipeline.store.cursors import Cursors
-from engram_pipeline.store.errors import MemoryNotFound, StoreNotFound
+from engram_pipeline.store.errors import InvalidInput, MemoryNotFound, PlanNotFound, StoreError, StoreNotFound
 from engram_pipeline.store.links import Link, Links
-from engram_pipeline.store.maintenance import SCALAR_INDEXES
 from engram_pipeline.store.meta import check_meta
 from engram_pipeline.store.plans import Plan, Plans, PlanStatus
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
+from engram_pipeline.store.sharding import shard_of
+from engram_pipeline.store.shards import Shard, open_table
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
 
@@ -53,33 +44,36 @@ from engram_pipeline.store.validation import check_vector
 class MemoryStore:
     """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``.
 
-    The ``memories`` table is the store's own; each side table belongs to one collaborator, which holds its
-    reads and writes: :attr:`audit` (:class:`~engram_pipeline.store.audit.AuditLog`), :attr:`links`,
-    :attr:`plans`, :attr:`cursors` and :attr:`access_log`. Verbs whose mechanism has a module of its own
+    The store is :attr:`shard_count` shards (``ENGRAM_SHARDS``, recorded in ``meta`` when the store is made):
+    each agent's rows live in the tables of shard :meth:`shard_of` ``(agent_id)``, a
+    :class:`~engram_pipeline.store.shards.Shard` holding ``memories`` and one collaborator per side table
+    (``audit``: :class:`~engram_pipeline.store.audit.AuditLog`, ``links``, ``plans``, ``cursors``,
+    ``access_log``). Verbs given an agent id go to its shard; verbs given only memory ids look in every shard
+    (one indexed lookup per shard, stopping once every id is found). With one shard the tables have today's
+    names and are also :attr:`memories`, :attr:`audit`, ... Verbs whose mechanism has a module of its own
     (compare-and-set, edits, recall, the access-log fold, maintenance) are that module's function, bound here
     once, so each signature is written in one place.
     """
 
-    def __init__(self, db: Any, uri: str, settings: Settings, embedder: Embedder) -> None:
+    def __init__(self, db: Any, uri: str, settings: Settings, embedder: Embedder, *, migrating: bool = False) -> None:
         self.db = db
         self.uri = uri
         self.embedder = embedder
         self.settings = settings.with_profile(embedder.profile)
         self.memory_schema = memory_schema(embedder.dimension)
-        # Each known table is opened by name, and created only when missing: listing the database would read
-        # every table's directory (one LIST per page on object storage), whatever else the store holds.
-        self.meta = _open_table(db, "meta") or db.create_table("meta", schema=META_SCHEMA, exist_ok=True)
-        check_meta(self.meta, uri=uri, embedder=embedder.name, dimension=embedder.dimension)
-        memories = _open_table(db, "memories")
-        self.memories = memories or db.create_table("memories", schema=self.memory_schema, exist_ok=True)
-        self.links = Links(self._table("links", LINK_SCHEMA))
-        self.audit = AuditLog(self._table("audit", AUDIT_SCHEMA), self.memory_schema)
-        self.plans = Plans(self._table("plans", PLAN_SCHEMA))
-        self.cursors = Cursors(self._table("cursors", CURSOR_SCHEMA))
-        self.access_log = AccessLog(self._table("access_log", ACCESS_LOG_SCHEMA))
-        if memories is None:
-            self._create_scalar_indexes()
-        self.write_group = write_path.new_write_group(self)  # batches concurrent remembers into one commit
+        # Each known table is opened by name, and created only when missing (see shards.open_table).
+        self.meta = open_table(db, "meta") or db.create_table("meta", schema=META_SCHEMA, exist_ok=True)
+        self.shard_count = check_meta(
+            self.meta,
+            uri=uri,
+            embedder=embedder.name,
+            dimension=embedder.dimension,
+            shards=settings.shards,
+            migrating=migrating,
+        )
+        self.shards = tuple(Shard(db, k, self.shard_count, self.memory_schema) for k in range(self.shard_count))
+        for shard in self.shards:
+            shard.write_group = write_path.new_write_group(self)  # batches concurrent remembers
 
     @classmethod
     def open(
@@ -90,12 +84,15 @@ class MemoryStore:
         embedder: Embedder | None = None,
         storage_options: dict[str, str] | None = None,
         create: bool = True,
+        migrating: bool = False,
     ) -> MemoryStore:
         """Open (or create) the store at a LanceDB ``uri``: a directory, ``memory://``, ``s3://...``, ...
 
         ``uri`` defaults to ``settings.resolved_db_uri``; a local path is made absolute. ``storage_options``
         default to ``ENGRAM_STORAGE_OPTIONS`` and are passed to LanceDB for object storage. With
         ``create=False`` a store that does not exist yet raises :class:`StoreNotFound` instead of being created.
+        A store made with another shard count raises :class:`ShardCountMismatch`, one a re-shard left half-way
+        :class:`MigrationInProgress` (``migrating=True`` is for :mod:`engram_pipeline.store.migrate` alone).
         """
         settings = settings or Settings.from_env()
         uri = uri or settings.resolved_db_uri
@@ -109,24 +106,75 @@ class MemoryStore:
         # Strong read consistency: every read sees the latest commit of any process, which the
         # compare-and-set protocol and concurrent passes rely on.
         db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=options or None)
-        if not create and _open_table(db, "meta") is None:
+        if not create and open_table(db, "meta") is None:
             raise StoreNotFound(uri)
-        return cls(db, uri, settings, embedder or get_embedder(settings))
+        return cls(db, uri, settings, embedder or get_embedder(settings), migrating=migrating)
+
+    # -- shards ----------------------------------------------------------------------------------------
+    def shard_of(self, agent_id: str) -> int:
+        """The shard holding ``agent_id``'s rows (a stable hash: :func:`engram_pipeline.store.sharding.shard_of`)."""
+        return 0 if self.shard_count == 1 else shard_of(agent_id, self.shard_count)
+
+    def shard_for(self, agent_id: str) -> Shard:
+        """The :class:`Shard` holding ``agent_id``'s rows (for the store's own modules)."""
+        return self.shards[self.shard_of(agent_id)]
+
+    def agents_in_shard(self, shard: int) -> list[str]:
+        """Every agent id with at least one memory in shard ``shard`` (reads only that shard's table)."""
+        if not 0 <= shard < self.shard_count:
+            raise InvalidInput(f"shard must be in [0, {self.shard_count}); got {shard}")
+        return _agents_of(self.shards[shard].memories)
+
+    def locate(self, memory_ids: Sequence[str]) -> dict[int, list[str]]:
+        """Which shard holds each of ``memory_ids`` that exists: ``{shard: ids}`` (ids found nowhere left out).
+        One store: no read. Several: one indexed read of ``id`` per shard until every id is found."""
+        ids = list(dict.fromkeys(memory_ids))
+        if self.shard_count == 1:
+            return {0: ids} if ids else {}
+        return {k: [r["id"] for r in rows] for k, rows in self._rows_by_shard(ids, ["id"]).items()}
+
+    def _only(self) -> Shard:
+        if self.shard_count > 1:
+            raise StoreError(
+                f"the store at {self.uri} has {self.shard_count} shards: its tables are per shard "
+                "(store.shards[k], store.shard_for(agent_id)); use a store verb"
+            )
+        return self.shards[0]
+
+    # With one shard, its tables and collaborators under the names they always had.
+    @property
+    def memories(self) -> Any:
+        return self._only().memories
+
+    @property
+    def links(self) -> Links:
+        return self._only().links
+
+    @property
+    def audit(self) -> AuditLog:
+        return self._only().audit
+
+    @property
+    def plans(self) -> Plans:
+        return self._only().plans
+
+    @property
+    def cursors(self) -> Cursors:
+        return self._only().cursors
+
+    @property
+    def access_log(self) -> AccessLog:
+        return self._only().access_log
+
+    @property
+    def write_group(self) -> Any:
+        return self._only().write_group
 
     # -- tables ----------------------------------------------------------------------------------------
-    def _table(self, name: str, schema: pa.Schema) -> Any:
-        return _open_table(self.db, name) or self.db.create_table(name, schema=schema, exist_ok=True)
-
     def tables(self) -> dict[str, Any]:
-        """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules)."""
-        return {
-            "memories": self.memories,
-            "links": self.links.table,
-            "audit": self.audit.table,
-            "plans": self.plans.table,
-            "cursors": self.cursors.table,
-            "access_log": self.access_log.table,
-        }
+        """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules):
+        each shard's ``memories``, ``links``, ``audit``, ``plans``, ``cursors`` and ``access_log``."""
+        return {shard.name(base): table for shard in self.shards for base, table in shard.tables().items()}
 
     def table_versions(self) -> dict[str, int]:
         """The latest version of every table, by name (a fresh look: other handles may have committed); the
@@ -137,10 +185,6 @@ class MemoryStore:
             out[name] = int(table.version)
         return out
 
-    def _create_scalar_indexes(self) -> None:
-        for column in SCALAR_INDEXES:
-            self.memories.create_index(column, config=BTree(), replace=True)
-
     # -- reads -----------------------------------------------------------------------------------------
     def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory:
         """The row with this id, whatever its status. Raises :class:`MemoryNotFound`.
@@ -149,36 +193,55 @@ class MemoryStore:
         ``access_count`` and ``last_accessed_at`` include reads logged but not yet folded (not this one);
         ``track_access`` logs this read.
         """
-        found = self.memories.search().where(eq("id", memory_id)).limit(None).to_arrow()
+        shards = [self.shard_for(agent_id)] if agent_id is not None else self.shards
+        for shard in shards:
+            found = shard.memories.search().where(eq("id", memory_id)).limit(None).to_arrow()
+            if found.num_rows:
+                break
         if not found.num_rows or (agent_id is not None and found["agent_id"][0].as_py() != agent_id):
             raise MemoryNotFound(memory_id)
-        row = overlay_pending(found, self.access_log.pending(ids=[memory_id])).to_pylist()[0]
+        row = overlay_pending(found, shard.access_log.pending(ids=[memory_id])).to_pylist()[0]
         if track_access:
             self.log_access([row])
         return row
 
     def get_many(self, memory_ids: Sequence[str], *, columns: list[str] | None = None) -> list[Memory]:
-        if not memory_ids:
-            return []
-        out: list[Memory] = []
-        ids = list(dict.fromkeys(memory_ids))
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            q = self.memories.search().where(f"id IN {in_list(chunk)}")
-            if columns:
-                q = q.select(columns)
-            out.extend(q.limit(None).to_arrow().to_pylist())
+        return [r for rows in self._rows_by_shard(memory_ids, columns).values() for r in rows]
+
+    def _rows_by_shard(self, memory_ids: Sequence[str], columns: list[str] | None) -> dict[int, list[Memory]]:
+        """The rows of ``memory_ids`` by shard; shards are read in turn until every id is found."""
+        out: dict[int, list[Memory]] = {}
+        missing = list(dict.fromkeys(memory_ids))
+        for shard in self.shards:
+            if not missing:
+                break
+            rows: list[Memory] = []
+            for start in range(0, len(missing), 1000):
+                chunk = missing[start : start + 1000]
+                q = shard.memories.search().where(f"id IN {in_list(chunk)}")
+                if columns:
+                    q = q.select(list(dict.fromkeys([*columns, "id"])) if self.shard_count > 1 else columns)
+                rows.extend(q.limit(None).to_arrow().to_pylist())
+            if rows:
+                out[shard.index] = rows
+                if self.shard_count > 1:
+                    found = {r["id"] for r in rows}
+                    missing = [i for i in missing if i not in found]
+                    if columns and "id" not in columns:
+                        for r in rows:
+                            del r["id"]
         return out
 
     def scan(
         self, agent_id: str, *, columns: list[str] | None = None, where: str | None = None, version: int | None = None
     ) -> pa.Table:
-        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted), as of table
-        ``version`` if given (time travel: it must not have been cleaned up yet)."""
+        """All rows of one agent as an Arrow table (``where`` is extra SQL the caller has quoted), as of its
+        shard's table ``version`` if given (time travel: it must not have been cleaned up yet)."""
         cond = eq("agent_id", agent_id) + (f" AND ({where})" if where else "")
-        table = self.memories
+        shard = self.shard_for(agent_id)
+        table = shard.memories
         if version is not None:
-            table = self.db.open_table("memories")
+            table = self.db.open_table(shard.name("memories"))
             table.checkout(version)
         q = table.search().where(cond)
         if columns:
@@ -210,41 +273,51 @@ class MemoryStore:
         return rows[:limit] if limit is not None else rows
 
     def agents(self) -> list[str]:
-        """Every agent id that has at least one memory."""
-        ids = self.memories.search().select(["agent_id"]).limit(None).to_arrow()["agent_id"]
-        return sorted(set(ids.to_pylist()))
+        """Every agent id that has at least one memory (in any shard)."""
+        return sorted({a for shard in self.shards for a in _agents_of(shard.memories)})
 
     def has_agent(self, agent_id: str) -> bool:
         """Whether ``agent_id`` has at least one memory (whatever its status)."""
-        return bool(self.memories.count_rows(eq("agent_id", agent_id)))
+        return bool(self.shard_for(agent_id).memories.count_rows(eq("agent_id", agent_id)))
 
     def count(self, agent_id: str | None = None, *, where: str | None = None) -> int:
         """How many rows (of ``agent_id``, passing ``where``, extra SQL the caller has quoted) there are."""
         conds = [eq("agent_id", agent_id)] if agent_id is not None else []
         if where:
             conds.append(f"({where})")
-        return int(self.memories.count_rows(" AND ".join(conds) or None))
+        shards = self.shards if agent_id is None else [self.shard_for(agent_id)]
+        return sum(int(shard.memories.count_rows(" AND ".join(conds) or None)) for shard in shards)
 
     def counts_by_status(self) -> dict[str, dict[str, int]]:
         """``{agent_id: {status: rows}}`` over the whole store (statuses without rows left out)."""
-        table = self.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
-        grouped = table.group_by(["agent_id", "status"]).aggregate([([], "count_all")])
         counts: dict[str, dict[str, int]] = {}
-        for row in grouped.to_pylist():
-            counts.setdefault(row["agent_id"], {})[row["status"]] = int(row["count_all"])
+        for shard in self.shards:
+            table = shard.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
+            grouped = table.group_by(["agent_id", "status"]).aggregate([([], "count_all")])
+            for row in grouped.to_pylist():
+                counts.setdefault(row["agent_id"], {})[row["status"]] = int(row["count_all"])
         return counts
 
-    def memories_version(self) -> int:
-        """The ``memories`` table's version: it moves with every commit that writes memories."""
-        return int(self.memories.version)
+    def memories_version(self, agent_id: str | None = None) -> int:
+        """The version of ``agent_id``'s ``memories`` table (it moves with every commit that writes memories
+        of that shard); without an agent, the sum over shards (it moves with every commit to any)."""
+        if agent_id is not None:
+            return int(self.shard_for(agent_id).memories.version)
+        return sum(int(shard.memories.version) for shard in self.shards)
+
+    def shard_versions(self, shards: Iterable[int] | None = None) -> dict[int, int]:
+        """``{shard: version of its memories table}`` for ``shards`` (default: all)."""
+        wanted = range(self.shard_count) if shards is None else shards
+        return {k: int(self.shards[k].memories.version) for k in wanted}
 
     def existing_hashes(self, hashes: Sequence[str]) -> set[str]:
         """Which of ``hashes`` (content hashes, any agent) some stored row has."""
         found: set[str] = set()
-        for start in range(0, len(hashes), 1000):
-            chunk = hashes[start : start + 1000]
-            rows = self.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"])
-            found.update(rows.limit(None).to_arrow()["content_hash"].to_pylist())
+        for shard in self.shards:
+            for start in range(0, len(hashes), 1000):
+                chunk = hashes[start : start + 1000]
+                rows = shard.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"])
+                found.update(rows.limit(None).to_arrow()["content_hash"].to_pylist())
         return found
 
     def nearest(
@@ -256,15 +329,17 @@ class MemoryStore:
         if not vectors:
             return []
         cond = eq("agent_id", agent_id) + (f" AND ({where})" if where else "")
-        search = self.memories.search([list(v) for v in vectors]).metric("cosine").where(cond, prefilter=True)
+        table = self.shard_for(agent_id).memories
+        search = table.search([list(v) for v in vectors]).metric("cosine").where(cond, prefilter=True)
         hits: list[dict[str, Any]] = search.select(["id", "_distance"]).limit(k).to_arrow().to_pylist()
         for hit in hits:
             hit.setdefault("query_index", 0)  # absent when there is one query
         return hits
 
-    def ids_written_at(self, version: int, ids: Sequence[str], token: str) -> list[str]:
-        """Which of ``ids`` carry ``token`` at table ``version`` (i.e. were written by that commit)."""
-        snapshot = self.db.open_table("memories")
+    def ids_written_at(self, version: int, ids: Sequence[str], token: str, *, shard: int = 0) -> list[str]:
+        """Which of ``ids`` carry ``token`` at version ``version`` of ``shard``'s table (i.e. were written by
+        that commit)."""
+        snapshot = self.db.open_table(self.shards[shard].name("memories"))
         snapshot.checkout(version)
         rows = (
             snapshot.search()
@@ -275,9 +350,9 @@ class MemoryStore:
         )
         return rows["id"].to_pylist()
 
-    def ids_at(self, version: int, ids: Sequence[str]) -> list[str]:
-        """Which of ``ids`` exist at table ``version``."""
-        snapshot = self.db.open_table("memories")
+    def ids_at(self, version: int, ids: Sequence[str], *, shard: int = 0) -> list[str]:
+        """Which of ``ids`` exist at version ``version`` of ``shard``'s table."""
+        snapshot = self.db.open_table(self.shards[shard].name("memories"))
         snapshot.checkout(version)
         found: list[str] = []
         for start in range(0, len(ids), 1000):
@@ -330,7 +405,7 @@ class MemoryStore:
             ttl_s=ttl_s,
         )
         row["vector"] = self._vector_for(content, vector)
-        return self.write_group.submit((row, actor))
+        return self.shard_for(agent_id).write_group.submit((row, actor))
 
     def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory:
         """Validate the fields of a new memory and build its row (without a vector); see
@@ -338,8 +413,8 @@ class MemoryStore:
         return build_row(self.settings, agent_id, content, **fields)
 
     def insert_rows(self, rows: Sequence[Memory]) -> list[str]:
-        """Insert new rows in one commit, skipping any whose (agent, content) already exists. Returns the
-        ids inserted.
+        """Insert new rows in one commit per shard they fall in, skipping any whose (agent, content) already
+        exists. Returns the ids inserted.
 
         The insert is a ``merge_insert`` on ``content_hash``, but racing inserts of one new key can both land
         (lancedb 0.40 does not detect that conflict). So after the commit every inserted content hash is looked
@@ -349,30 +424,44 @@ class MemoryStore:
         if not rows:
             return []
         unique = list({r["content_hash"]: r for r in rows}.values())
-        table = rows_to_table(unique, self.memory_schema)
-        result = cas._with_retry(
-            lambda: self.memories.merge_insert("content_hash").when_not_matched_insert_all().execute(table)
-        )
-        if result.num_inserted_rows == len(unique):
-            inserted = unique
-        else:
-            present = {r["id"] for r in self.get_many([r["id"] for r in unique], columns=["id"])}
-            inserted = [r for r in unique if r["id"] in present]
-        return self._drop_lost_races(inserted)
+        kept: set[str] = set()
+        for k, group in self._group(unique).items():
+            table = rows_to_table(group, self.memory_schema)
+            result = cas._with_retry(partial(_insert_new_hashes, self.shards[k].memories, table))
+            if result.num_inserted_rows == len(group):
+                inserted = group
+            else:
+                present = {r["id"] for r in self.get_many([r["id"] for r in group], columns=["id"])}
+                inserted = [r for r in group if r["id"] in present]
+            kept.update(self._drop_lost_races(inserted))
+        return [r["id"] for r in unique if r["id"] in kept]
+
+    def _group(self, rows: Sequence[Memory]) -> dict[int, list[Memory]]:
+        """``rows`` (each with ``agent_id``) by shard, in order."""
+        if self.shard_count == 1:
+            return {0: list(rows)}
+        out: dict[int, list[Memory]] = {}
+        for r in rows:
+            out.setdefault(self.shard_of(r["agent_id"]), []).append(r)
+        return out
 
     def _drop_lost_races(self, inserted: Sequence[Memory]) -> list[str]:
-        """The ids of ``inserted`` that won their content hash (see :meth:`insert_rows`); losers are deleted."""
+        """The ids of ``inserted`` (rows of one shard) that won their content hash (see :meth:`insert_rows`);
+        losers are deleted."""
+        if not inserted:
+            return []
+        shard = self.shard_for(inserted[0]["agent_id"])
         mine = {r["content_hash"]: r for r in inserted}
         same: dict[str, list[Memory]] = {}
         hashes = list(mine)
         for start in range(0, len(hashes), 1000):
             chunk = hashes[start : start + 1000]
-            q = self.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["id", "content_hash"])
+            q = shard.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["id", "content_hash"])
             for r in q.limit(None).to_arrow().to_pylist():
                 same.setdefault(r["content_hash"], []).append(r)
         lost: dict[str, int] = {}
         for digest, group in same.items():
-            if len(group) > 1 and self._first_committed(group)["id"] != mine[digest]["id"]:
+            if len(group) > 1 and self._first_committed(group, shard=shard)["id"] != mine[digest]["id"]:
                 lost[mine[digest]["id"]] = int(mine[digest]["version"])
         lost_hashes = {r["content_hash"] for r in inserted if r["id"] in lost}
         for _ in range(3):  # a loser edited meanwhile (a near-duplicate write reinforced it) is re-read
@@ -382,22 +471,24 @@ class MemoryStore:
             lost = {r["id"]: int(r["version"]) for r in self.get_many(list(missed), columns=["id", "version"])}
         return [r["id"] for r in inserted if r["content_hash"] not in lost_hashes]
 
-    def _first_committed(self, rows: Sequence[Memory]) -> Memory:
-        """Of rows sharing a content hash, the one whose commit came first: each commit adds at most one of
-        them, so the earliest table version holding any of them holds exactly that one (binary search)."""
+    def _first_committed(self, rows: Sequence[Memory], *, shard: Shard | None = None) -> Memory:
+        """Of rows sharing a content hash (so of one agent, in one shard: ``shard``, default that of the first
+        row's ``agent_id``), the one whose commit came first: each commit adds at most one of them, so the
+        earliest table version holding any of them holds exactly that one (binary search)."""
         if len(rows) == 1:
             return rows[0]
+        shard = shard or self.shard_for(rows[0]["agent_id"])
         ids = [r["id"] for r in rows]
-        versions = sorted(int(v["version"]) for v in self.memories.list_versions())
+        versions = sorted(int(v["version"]) for v in shard.memories.list_versions())
         lo, hi = 0, len(versions) - 1
         try:
             while lo < hi:
                 mid = (lo + hi) // 2
-                if self.ids_at(versions[mid], ids):
+                if self.ids_at(versions[mid], ids, shard=shard.index):
                     hi = mid
                 else:
                     lo = mid + 1
-            first = sorted(self.ids_at(versions[lo], ids))
+            first = sorted(self.ids_at(versions[lo], ids, shard=shard.index))
         except Exception:  # those versions were cleaned up: fall back to the lowest id
             first = sorted(ids)
         return next(r for r in rows if r["id"] == first[0])
@@ -411,7 +502,8 @@ class MemoryStore:
         return check_vector(vector, self.embedder.dimension)
 
     def _by_hash(self, agent_id: str, digest: str) -> Memory | None:
-        rows = self.memories.search().where(f"{eq('content_hash', digest)} AND {eq('agent_id', agent_id)}")
+        cond = f"{eq('content_hash', digest)} AND {eq('agent_id', agent_id)}"
+        rows = self.shard_for(agent_id).memories.search().where(cond)
         found = rows.limit(None).to_arrow().to_pylist()
         # Two rows only in the instant between racing inserts and the loser's clean-up: name the one that stays.
         return self._first_committed(found) if found else None
@@ -424,25 +516,37 @@ class MemoryStore:
     cas_write = cas.cas_write
     cas_delete = cas.cas_delete
     recall = _recall
-    fold_access = access_log.fold_access
+    fold_access = _fold_access
     maintain = maintenance.maintain
 
     # -- the side tables' verbs, as callers know them ----------------------------------------------------
+    # A side row names its agent (``agent_id``) and goes to that agent's shard; a read by memory or plan id
+    # looks in every shard (all of one memory's events and links are in its agent's shard).
     def record_audit(self, events: Sequence[AuditEvent], *, actor: str, run_id: str | None = None) -> None:
-        """See :meth:`AuditLog.record`."""
-        self.audit.record(events, actor=actor, run_id=run_id)
+        """See :meth:`AuditLog.record` (one commit per shard the events fall in)."""
+        for k, group in self._group(events).items():
+            self.shards[k].audit.record(group, actor=actor, run_id=run_id)
+
+    def drop_audit(self, event_ids: Sequence[str], *, shard: int) -> None:
+        """See :meth:`AuditLog.drop`."""
+        self.shards[shard].audit.drop(event_ids)
 
     def audit_events(self, memory_id: str) -> list[AuditEvent]:
         """Every audit event of one memory, oldest first."""
-        return self.audit.events(memory_id)
+        events = [e for shard in self.shards for e in shard.audit.events(memory_id)]
+        return sorted(events, key=lambda r: (r["at"], r["event_id"])) if self.shard_count > 1 else events
 
     def last_pre_image(self, memory_id: str) -> tuple[Memory, AuditEvent] | None:
         """The pre-image of the newest event that took the row out of recall, and that event."""
-        return self.audit.last_pre_image(memory_id)
+        for shard in self.shards:
+            found = shard.audit.last_pre_image(memory_id)
+            if found is not None:
+                return found
+        return None
 
     def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
         """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
-        return self.audit.audited(memory_ids, action=action, run_id=run_id)
+        return {i for shard in self.shards for i in shard.audit.audited(memory_ids, action=action, run_id=run_id)}
 
     def audit_for_agent(
         self,
@@ -454,70 +558,105 @@ class MemoryStore:
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The agent's audit events; see :meth:`AuditLog.for_agent`."""
-        return self.audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
+        audit = self.shard_for(agent_id).audit
+        return audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
 
     def add_links(self, links: Sequence[Link], *, run_id: str | None = None, keyed: bool = False) -> None:
-        """See :meth:`Links.add`."""
-        self.links.add(links, run_id=run_id, keyed=keyed)
+        """See :meth:`Links.add` (one commit per shard the links' agents fall in)."""
+        for k, group in self._group(links).items():
+            self.shards[k].links.add(group, run_id=run_id, keyed=keyed)
 
     def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:
-        return self.links.of(memory_ids, rel=rel)
+        ids = list(memory_ids)
+        return [link for shard in self.shards for link in shard.links.of(ids, rel=rel)]
 
     def links_for_agent(self, agent_id: str) -> pa.Table:
-        return self.links.for_agent(agent_id)
+        return self.shard_for(agent_id).links.for_agent(agent_id)
+
+    def drop_links(self, agent_id: str, *, src_id: str, dst_id: str, rel: str) -> None:
+        """See :meth:`Links.drop` (the links of ``agent_id``'s rows)."""
+        self.shard_for(agent_id).links.drop(src_id=src_id, dst_id=dst_id, rel=rel)
 
     def save_plan(
         self, agent_id: str, body: dict[str, Any], *, kind: str = "corpus_merge", run_id: str | None = None
     ) -> str:
-        return self.plans.save(agent_id, body, kind=kind, run_id=run_id)
+        return self.shard_for(agent_id).plans.save(agent_id, body, kind=kind, run_id=run_id)
+
+    def _plan_shard(self, plan_id: str) -> tuple[Plans, Plan] | None:
+        for shard in self.shards:
+            plan = shard.plans.get(plan_id)
+            if plan is not None:
+                return shard.plans, plan
+        return None
 
     def get_plan(self, plan_id: str) -> Plan | None:
-        return self.plans.get(plan_id)
+        found = self._plan_shard(plan_id)
+        return None if found is None else found[1]
 
     def latest_plan(
         self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None
     ) -> Plan | None:
-        return self.plans.latest(agent_id, kind=kind, status=status)
+        return self.shard_for(agent_id).plans.latest(agent_id, kind=kind, status=status)
 
     def plans_of(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> list[Plan]:
-        return self.plans.of(agent_id, kind=kind, status=status)
+        return self.shard_for(agent_id).plans.of(agent_id, kind=kind, status=status)
 
     def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
-        self.plans.mark_applied(plan_id, result)
+        found = self._plan_shard(plan_id)
+        if found is None:
+            raise PlanNotFound(plan_id)
+        found[0].mark_applied(plan_id, result)
 
     def close_plan(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
         """See :meth:`Plans.close`."""
-        return self.plans.close(plan_id, status, note)
+        found = self._plan_shard(plan_id)
+        return found is not None and found[0].close(plan_id, status, note)
 
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
-        return self.cursors.get(pass_name, agent_id)
+        return self.shard_for(agent_id).cursors.get(pass_name, agent_id)
 
     def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
-        self.cursors.set(pass_name, agent_id, cursor)
+        self.shard_for(agent_id).cursors.set(pass_name, agent_id, cursor)
+
+    def _lease_cursors(self, key: str) -> Cursors:
+        """A lease ``<pass>/<agent_id>`` lives in that agent's shard; any other key in shard 0."""
+        _, sep, agent_id = key.partition("/")
+        return self.shard_for(agent_id).cursors if sep else self.shards[0].cursors
 
     def lease_holder(self, key: str) -> str | None:
-        return self.cursors.lease_holder(key)
+        return self._lease_cursors(key).lease_holder(key)
 
     def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
-        return self.cursors.swap_lease(key, expected, holder)
+        return self._lease_cursors(key).swap_lease(key, expected, holder)
 
     def log_access(self, rows: Sequence[Memory], *, times: int | Sequence[int] = 1, at: datetime | None = None) -> None:
-        """See :meth:`AccessLog.log`."""
-        self.access_log.log(rows, times=times, at=at)
+        """See :meth:`AccessLog.log` (one append per shard the rows fall in)."""
+        if self.shard_count == 1:
+            self.shards[0].access_log.log(rows, times=times, at=at)
+            return
+        counts = [times] * len(rows) if isinstance(times, int) else list(times)
+        by_shard: dict[int, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_shard.setdefault(self.shard_of(r["agent_id"]), []).append(i)
+        for k, index in by_shard.items():
+            self.shards[k].access_log.log([rows[i] for i in index], times=[counts[i] for i in index], at=at)
 
     def pending_access(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
         """See :meth:`AccessLog.pending`."""
-        return self.access_log.pending(agent_id, ids=ids)
+        if agent_id is not None:
+            return self.shard_for(agent_id).access_log.pending(agent_id, ids=ids)
+        parts = [shard.access_log.pending(ids=ids) for shard in self.shards]
+        return parts[0] if len(parts) == 1 else pl.concat(parts).sort("id", "version")
 
 
 __all__ = ["AccessFold", "MemoryStore", "RememberResult", "STATUSES"]
 
 
-def _open_table(db: Any, name: str) -> Any:
-    """Table ``name`` of ``db``, or None when it does not exist (LanceDB says so with a ValueError)."""
-    try:
-        return db.open_table(name)
-    except ValueError as exc:
-        if "was not found" not in str(exc):
-            raise
-        return None
+def _insert_new_hashes(memories: Any, rows: pa.Table) -> Any:
+    return memories.merge_insert("content_hash").when_not_matched_insert_all().execute(rows)
+
+
+def _agents_of(memories: Any) -> list[str]:
+    """The distinct agent ids of one ``memories`` table."""
+    ids = memories.search().select(["agent_id"]).limit(None).to_arrow()["agent_id"]
+    return sorted(set(ids.to_pylist()))

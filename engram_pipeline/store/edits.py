@@ -109,7 +109,7 @@ def update(
     if not result.applied:
         raise _conflict(store, memory_id, expected_version)
     after = store.get(memory_id, track_access=False)
-    store.audit.record(
+    store.record_audit(
         [
             {
                 "memory_id": memory_id,
@@ -154,11 +154,11 @@ def restore(
     """
     if expected_version is not None:
         expected_version = v.check_version("expected_version", expected_version)
-    found = store.audit.last_pre_image(memory_id)
+    found = store.last_pre_image(memory_id)
     if found is None:
         raise NothingToRestore(memory_id)
     image, event = found
-    if any(e["action"] == "restore" and e["at"] >= event["at"] for e in store.audit.events(memory_id)):
+    if any(e["action"] == "restore" and e["at"] >= event["at"] for e in store.audit_events(memory_id)):
         raise NothingToRestore(memory_id, reason=f"it was already restored after its {event['action']}")
     current = store.get_many([memory_id])
     if current:
@@ -177,10 +177,11 @@ def restore(
     else:
         restored = {**image, "version": image["version"] + 1}
         table = rows_to_table([restored], store.memory_schema)
-        _with_retry(lambda: store.memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+        memories = store.shard_for(image["agent_id"]).memories
+        _with_retry(lambda: memories.merge_insert("id").when_not_matched_insert_all().execute(table))
         before = None
     after = store.get(memory_id, track_access=False)
-    store.audit.record(
+    store.record_audit(
         [
             {
                 "memory_id": memory_id,
@@ -195,14 +196,14 @@ def restore(
     if event["action"] == "merge" and before is not None:
         canonical = loads_metadata(before).get("merged", {}).get("into") or before["superseded_by"]
         if canonical:
-            _unmerge(store, memory_id, canonical, actor=actor)
+            _unmerge(store, before["agent_id"], memory_id, canonical, actor=actor)
     return after
 
 
-def _unmerge(store: MemoryStore, member_id: str, canonical_id: str, *, actor: str) -> None:
+def _unmerge(store: MemoryStore, agent_id: str, member_id: str, canonical_id: str, *, actor: str) -> None:
     """Undo what a merge wrote outside the member: its ``duplicate-of`` link and the canonical's
     ``merged_from`` entry (a compare-and-set on the canonical, audited, re-read once on a miss)."""
-    store.links.drop(src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
+    store.drop_links(agent_id, src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
 
     def change(row: Memory) -> list[Change]:
         meta = loads_metadata(row)
@@ -228,24 +229,41 @@ def _unmerge(store: MemoryStore, member_id: str, canonical_id: str, *, actor: st
         )
 
 
-def record_access(store: MemoryStore, rows: Sequence[Memory], *, times: int = 1, at: datetime | None = None) -> int:
+def record_access(
+    store: MemoryStore,
+    rows: Sequence[Memory],
+    *,
+    times: int = 1,
+    at: datetime | None = None,
+    shard: int | None = None,
+) -> int:
     """Access bookkeeping: +``times`` accesses and ``last_accessed_at`` for rows still at the version read.
 
-    One commit for all rows; it never bumps ``version`` (it is not an edit), and a row whose version moved
-    meanwhile is left alone. ``times``/``at`` let the access-log fold apply many reads in one commit.
+    One commit for all rows (per shard they are in: ``shard`` if the caller knows it, else their
+    ``agent_id``'s, else looked up); it never bumps ``version`` (it is not an edit), and a row whose version
+    moved meanwhile is left alone. ``times``/``at`` let the access-log fold apply many reads in one commit.
     Returns the number of rows updated. Readers log their reads (:meth:`log_access`) rather than call this.
     """
     if not rows:
         return 0
-    cond = at_versions({r["id"]: int(r["version"]) for r in rows})
+    versions = {r["id"]: int(r["version"]) for r in rows}
+    if shard is not None:
+        where = {shard: list(versions)}
+    elif all(r.get("agent_id") for r in rows):
+        where = {}
+        for r in rows:
+            where.setdefault(store.shard_of(r["agent_id"]), []).append(r["id"])
+    else:
+        where = store.locate(list(versions))
     now = at or utcnow()
-    result = _with_retry(
-        lambda: store.memories.update(
-            where=cond,
-            values_sql={"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)},
-        )
-    )
-    return int(result.rows_updated)
+    values = {"access_count": f"access_count + {int(times)}", "last_accessed_at": _ts_sql(now)}
+    updated = 0
+    for k, ids in where.items():
+        memories = store.shards[k].memories
+        cond = at_versions({i: versions[i] for i in ids})
+        result = _with_retry(lambda: memories.update(where=cond, values_sql=values))  # noqa: B023 (called at once)
+        updated += int(result.rows_updated)
+    return updated
 
 
 def _ts_sql(ts: datetime) -> str:

@@ -105,3 +105,31 @@ class UnknownAgent(StoreError, LookupError):
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
         super().__init__(f"unknown agent {agent_id!r}: it has no memories in this store (`engram agents` lists them)")
+
+
+class ShardCountMismatch(StoreError):
+    """The store was built with another shard count than ``ENGRAM_SHARDS``: its agents live in other tables."""
+
+    def __init__(self, uri: str, *, stored: int, given: int) -> None:
+        self.uri = uri
+        self.stored = stored
+        self.given = given
+        super().__init__(
+            f"the store at {uri} has {stored} shard(s); refusing to open it with ENGRAM_SHARDS={given} (its "
+            f"agents' rows are in the tables of {stored} shard(s)). Set ENGRAM_SHARDS={stored}, or re-shard the "
+            f"store with `engram migrate --shards {given}` (it reads the recorded count; stop writers first)."
+        )
+
+
+class MigrationInProgress(StoreError):
+    """A re-shard of the store started and has not finished: neither layout is complete, so it is not opened."""
+
+    def __init__(self, uri: str, *, source: int, target: int) -> None:
+        self.uri = uri
+        self.source = source
+        self.target = target
+        super().__init__(
+            f"the store at {uri} is being re-sharded from {source} to {target} shard(s) (or a migration was "
+            f"killed); it cannot be used until that finishes. Run `engram migrate --shards {target}` to finish "
+            f"it (it resumes where it stopped), then set ENGRAM_SHARDS={target}."
+        )

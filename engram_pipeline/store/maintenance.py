@@ -27,10 +27,12 @@ from lancedb.index import BTree, IvfHnswSq
 from engram_pipeline.store.cas import is_retryable_conflict
 
 if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
     from engram_pipeline.store.core import MemoryStore
 
 log = logging.getLogger(__name__)
 
+# The tables of a shard, by base name (a store of N > 1 shards names them per shard: store/shards.py).
 TABLES = ("memories", "links", "audit", "plans", "cursors", "access_log")
 # BTree indexes on the columns every filter starts with.
 SCALAR_INDEXES = ("agent_id", "id", "content_hash")
@@ -68,28 +70,31 @@ def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attemp
     retries = 0
     skipped: list[tuple[str, str]] = []
     tables = store.tables()
-    for name in TABLES:
-        table = tables[name]
+    for name, table in tables.items():
         before[name] = len(table.list_versions())
         n, why = _optimize(table, keep=keep, attempts=attempts)
         retries += n
         if why:
             skipped.append((name, f"compaction and cleanup: {why}"))
         after[name] = len(table.list_versions())
-    indexes, index_retries, index_skipped = _ensure_indexes(store, attempts=attempts)
-    retries += index_retries
-    skipped += index_skipped
-    if "vector" in indexes:  # compaction keeps fragments of different index segments apart; now it can merge them
-        n, why = _optimize(store.memories, keep=keep, attempts=attempts)
-        retries += n
-        if why:
-            skipped.append(("memories", f"compaction after the vector index rebuild: {why}"))
+    indexes: list[str] = []
+    for shard in store.shards:  # each shard's memories table has its own indexes
+        memories, name = shard.memories, shard.name("memories")
+        built, index_retries, index_skipped = _ensure_indexes(memories, name, store.settings, attempts=attempts)
+        indexes += [c for c in built if c not in indexes]
+        retries += index_retries
+        skipped += index_skipped
+        if "vector" in built:  # compaction keeps fragments of different index segments apart; now they can merge
+            n, why = _optimize(memories, keep=keep, attempts=attempts)
+            retries += n
+            if why:
+                skipped.append((name, f"compaction after the vector index rebuild: {why}"))
     return MaintenanceReport(
-        TABLES,
+        tuple(tables),
         before,
         after,
         retries,
-        indexes,
+        tuple(indexes),
         time.perf_counter() - start,
         accesses_folded=folded.entries,
         skipped=tuple(skipped),
@@ -146,11 +151,13 @@ def _wait_quiet(table: Any, longest: float) -> None:
             return
 
 
-def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ...], int, list[tuple[str, str]]]:
-    """Scalar indexes on the filter columns; a vector index once the table is big enough to pay for it, rebuilt
-    when refreshes have split it into more than :data:`MAX_VECTOR_SEGMENTS` segments. Returns the indexes
-    built, the retries, and the builds left for the next run (preempted by writers)."""
-    table = store.memories
+def _ensure_indexes(
+    table: Any, name: str, settings: Settings, *, attempts: int
+) -> tuple[tuple[str, ...], int, list[tuple[str, str]]]:
+    """Scalar indexes on the filter columns of a ``memories`` table (``name``); a vector index once the table
+    is big enough to pay for it, rebuilt when refreshes have split it into more than
+    :data:`MAX_VECTOR_SEGMENTS` segments. Returns the indexes built, the retries, and the builds left for
+    the next run (preempted by writers)."""
     have = {idx.columns[0] for idx in table.list_indices()}
     built: list[str] = []
     retries = 0
@@ -161,7 +168,7 @@ def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ..
         n, why = yielding(table, make, attempts=attempts)
         retries += n
         if why:
-            skipped.append(("memories", f"{column} index: {why}"))
+            skipped.append((name, f"{column} index: {why}"))
         else:
             built.append(column)
 
@@ -174,7 +181,7 @@ def _ensure_indexes(store: MemoryStore, *, attempts: int) -> tuple[tuple[str, ..
         stats = table.index_stats("vector_idx")
         if stats is None or stats.num_indices <= MAX_VECTOR_SEGMENTS:
             return tuple(built), retries, skipped
-    elif table.count_rows() < store.settings.vector_index_min_rows:
+    elif table.count_rows() < settings.vector_index_min_rows:
         return tuple(built), retries, skipped
     build("vector", partial(build_vector_index, table))
     return tuple(built), retries, skipped
@@ -187,5 +194,4 @@ def build_vector_index(table: Any) -> None:
 
 
 def describe(store: MemoryStore) -> dict[str, Any]:
-    tables = store.tables()
-    return {name: {"rows": tables[name].count_rows()} for name in TABLES}
+    return {name: {"rows": table.count_rows()} for name, table in store.tables().items()}

@@ -133,7 +133,8 @@ def recall(
         now=now,
     )
     columns = None if with_vectors else [f.name for f in store.memory_schema if f.name not in _NOT_SERVED]
-    hits = candidates(store, qvec, where, pool=max(4 * k, 40), columns=columns).to_pylist()
+    pool = max(4 * k, 40)
+    hits = candidates(store, qvec, where, pool=pool, columns=columns, shard=store.shard_of(agent_id)).to_pylist()
     if not hits:
         return []
     sim = 1.0 - np.array([h["_distance"] for h in hits], dtype=np.float64)
@@ -191,16 +192,24 @@ def _served(row: Memory, with_vectors: bool) -> Memory:
 
 
 def candidates(
-    store: MemoryStore, qvec: Sequence[float], where: str, *, pool: int, columns: list[str] | None = None
+    store: MemoryStore,
+    qvec: Sequence[float],
+    where: str,
+    *,
+    pool: int,
+    columns: list[str] | None = None,
+    shard: int = 0,
 ) -> Any:
-    """The ``pool`` nearest rows passing ``where`` (Arrow, with ``_distance``), by exact cosine distance.
+    """The ``pool`` nearest rows of ``shard`` passing ``where`` (Arrow, with ``_distance``), by exact cosine
+    distance.
 
     Past ``ENGRAM_VECTOR_INDEX_MIN_ROWS`` the search runs on the IVF_HNSW_SQ index, whose quantized distances
     misorder close neighbours (recall@10 0.976 at 100k rows); ``refine_factor(1)`` re-reads the candidates'
     vectors and ranks them by exact distance (recall@10 1.0, about 1 ms more; ``bench_recall_latency.py``).
     Without an index the search is exact anyway and the refine is a no-op.
     """
-    search = store.memories.search(qvec).metric("cosine").where(where, prefilter=True).limit(pool).refine_factor(1)
+    search = store.shards[shard].memories.search(qvec).metric("cosine").where(where, prefilter=True)
+    search = search.limit(pool).refine_factor(1)
     if columns is not None:
         search = search.select([*columns, "_distance"])
     return search.to_arrow()

@@ -1,4 +1,4 @@
-"""The store compacts ``memories`` itself, so that steady single writes keep its fragment count bounded.
+"""The store compacts each shard's ``memories`` itself, so that steady single writes keep its fragment count bounded.
 
 Every commit of the write path adds a fragment, and every read of the write path (the exact-duplicate lookup,
 the nearest-neighbour search) visits each fragment the indexes do not cover, so without compaction the cost
@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.shards import Shard
 
 log = logging.getLogger(__name__)
 
@@ -40,49 +42,61 @@ class _State:
         self.compactions = 0
 
 
-_states: weakref.WeakKeyDictionary[MemoryStore, _State] = weakref.WeakKeyDictionary()
+# Per shard (each shard's ``memories`` table compacts on its own): keyed by the store's Shard object.
+_states: weakref.WeakKeyDictionary[Shard, _State] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def after_commit(store: MemoryStore) -> None:
-    """Count a write-path commit; start a background compaction when the fragments pass the bound."""
+def after_commit(store: MemoryStore, shards: Iterable[int] = (0,)) -> None:
+    """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
+    ``memories`` when its fragments pass the bound."""
+    for k in shards:
+        _after_commit(store.shards[k])
+
+
+def _after_commit(shard: Shard) -> None:
     with _lock:
-        state = _states.setdefault(store, _State())
+        state = _states.setdefault(shard, _State())
         state.commits += 1
         if state.commits % CHECK_EVERY or (state.running is not None and state.running.is_alive()):
             return
-    if fragments(store) < MAX_FRAGMENTS:
+    if _fragments(shard.memories) < MAX_FRAGMENTS:
         return
     with _lock:
         if state.running is not None and state.running.is_alive():
             return
-        state.running = threading.Thread(target=_compact, args=(store, state), name="engram-compact", daemon=True)
+        state.running = threading.Thread(
+            target=_compact, args=(shard.memories, state), name="engram-compact", daemon=True
+        )
         state.running.start()
 
 
 def fragments(store: MemoryStore) -> int:
-    """The number of fragments of ``memories``."""
-    return int(store.memories.stats()["fragment_stats"]["num_fragments"])
+    """The number of fragments of ``memories`` (of the shard that has the most)."""
+    return max(_fragments(shard.memories) for shard in store.shards)
+
+
+def _fragments(table: Any) -> int:
+    return int(table.stats()["fragment_stats"]["num_fragments"])
 
 
 def compactions(store: MemoryStore) -> int:
-    """How many background compactions this process ran on ``store``."""
-    state = _states.get(store)
-    return state.compactions if state is not None else 0
+    """How many background compactions this process ran on ``store`` (over its shards)."""
+    return sum(state.compactions for shard in store.shards if (state := _states.get(shard)) is not None)
 
 
 def wait_idle(store: MemoryStore, timeout: float | None = None) -> None:
-    """Wait for a running background compaction of ``store`` (tests and benchmarks)."""
-    state = _states.get(store)
-    thread = state.running if state is not None else None
-    if thread is not None:
-        thread.join(timeout)
+    """Wait for the running background compactions of ``store`` (tests and benchmarks)."""
+    for shard in store.shards:
+        state = _states.get(shard)
+        thread = state.running if state is not None else None
+        if thread is not None:
+            thread.join(timeout)
 
 
-def _compact(store: MemoryStore, state: _State) -> None:
+def _compact(table: Any, state: _State) -> None:
     from engram_pipeline.store.maintenance import build_vector_index, optimize_table, yielding
 
-    table = store.memories
     try:
         optimize_table(table)
         state.compactions += 1

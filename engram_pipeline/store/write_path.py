@@ -56,7 +56,8 @@ def many_visible_neighbours(
     several times cheaper than as many single ones)."""
     where = f"{eq('agent_id', agent_id)} AND {VISIBLE_SQL}"
     query = list(vectors) if len(vectors) > 1 else vectors[0]
-    hits = store.memories.search(query).metric("cosine").where(where, prefilter=True).limit(k).to_arrow().to_pylist()
+    search = store.shard_for(agent_id).memories.search(query).metric("cosine").where(where, prefilter=True)
+    hits = search.limit(k).to_arrow().to_pylist()
     out: list[list[Memory]] = [[] for _ in vectors]
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
@@ -69,7 +70,9 @@ Item = tuple[Memory, str]
 
 
 def new_write_group(store: MemoryStore) -> GroupCommit[Item, RememberResult]:
-    """The group commit that batches the ``remember`` calls of one process (see :mod:`.group_commit`)."""
+    """A group commit that batches the ``remember`` calls of one process (see :mod:`.group_commit`). The
+    store keeps one per shard: a batch commits to one table, and writers of different shards never wait for
+    one another's batch."""
     return GroupCommit(lambda items: remember_batch(store, items))
 
 
@@ -85,7 +88,8 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     returned for that row; nothing of a row that fails validation was ever queued (``new_row`` runs first).
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
-    pending = _Pending(store, _near(store), store.memories_version())  # read before the exact check: see insert_new
+    # The table versions are read before the exact check: see insert_new.
+    pending = _Pending(store, _near(store), store.shard_versions({store.shard_of(r["agent_id"]) for r, _ in items}))
     stored = stored_by_hash(store, [row for row, _ in items])
     first: dict[str, int] = {}
     same_as: dict[int, int] = {}
@@ -135,20 +139,21 @@ def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memo
     so a match is the same agent's. Two rows share a hash only in the instant between racing inserts and the
     loser's clean-up: the one that stays is named.
     """
-    hashes = list(dict.fromkeys(r["content_hash"] for r in rows))
     hits: list[Memory] = []
-    for start in range(0, len(hashes), 1000):
-        q = store.memories.search().where(f"content_hash IN {in_list(hashes[start : start + 1000])}")
-        hits += q.select(["id", "content_hash"]).limit(None).to_arrow().to_pylist()
+    for k, group in store._group(rows).items():
+        hashes = list(dict.fromkeys(r["content_hash"] for r in group))
+        for start in range(0, len(hashes), 1000):
+            q = store.shards[k].memories.search().where(f"content_hash IN {in_list(hashes[start : start + 1000])}")
+            hits += q.select(["id", "content_hash"]).limit(None).to_arrow().to_pylist()
     found: dict[str, list[Memory]] = {}
     for r in store.get_many([h["id"] for h in hits]) if hits else []:
         found.setdefault(r["content_hash"], []).append(r)
     return {digest: store._first_committed(group) for digest, group in found.items()}
 
 
-def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: int) -> list[str]:
-    """Append rows found new by an exact check that read table version ``checked_at`` or later, in one commit;
-    returns the ids that stay.
+def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int]) -> list[str]:
+    """Append rows found new by an exact check that read version ``checked_at[k]`` (or later) of each shard
+    ``k``'s table, in one commit per shard; returns the ids that stay.
 
     An append, not the ``merge_insert`` on ``content_hash`` of :meth:`MemoryStore.insert_rows` (a join
     against the whole table, twice the time). A racing writer's row of the same content is caught after the
@@ -156,11 +161,16 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: int) -
     committed first stays, a later one is deleted, audited. When the append's commit is ``checked_at + 1``
     no commit came between the check and it, so no such row can exist and that second read is skipped.
     """
-    table = rows_to_table(list(rows), store.memory_schema)
-    result = _with_retry(lambda: store.memories.add(table))
-    if int(result.version) == checked_at + 1:
-        return [r["id"] for r in rows]
-    return store._drop_lost_races(rows)
+    kept: set[str] = set()
+    for k, group in store._group(rows).items():
+        table = rows_to_table(group, store.memory_schema)
+        memories = store.shards[k].memories
+        result = _with_retry(lambda: memories.add(table))  # noqa: B023 (called at once)
+        if k in checked_at and int(result.version) == checked_at[k] + 1:
+            kept.update(r["id"] for r in group)
+        else:
+            kept.update(store._drop_lost_races(group))
+    return [r["id"] for r in rows if r["id"] in kept]
 
 
 def _near(store: MemoryStore) -> float:
@@ -235,7 +245,7 @@ class _Pending:
 
     store: MemoryStore
     near_cosine: float
-    checked_at: int  # the table version the batch's exact check read (or a later one)
+    checked_at: dict[int, int]  # per shard, the table version the batch's exact check read (or a later one)
     entries: list[tuple[int, Memory, str, Found]] = dataclasses.field(default_factory=list)
 
     def add(self, index: int, row: Memory, actor: str, found: Found) -> None:
@@ -279,7 +289,7 @@ class _Pending:
                 out[index] = RememberResult(stored, "created", None, contradictions)
             except Exception as exc:
                 out[index] = exc
-        after_commit(store)
+        after_commit(store, {store.shard_of(row["agent_id"]) for _, row, _, _ in entries})
 
 
 def as_stored(store: MemoryStore, row: Memory) -> Memory:

@@ -1,0 +1,98 @@
+"""One shard of the store: its tables and the collaborators that own them.
+
+A store of ``N`` shards keeps every agent's rows in the tables of shard ``shard_of(agent_id, N)``
+(:mod:`engram_pipeline.store.sharding`): ``memories`` and the tables that grow with it (``links``, ``audit``,
+``access_log``) and the per-agent ``cursors`` and ``plans``, which every pass commits to per agent (unsharded,
+agents of different shards would contend on them). Only ``meta`` is shared. Lance serialises commits per table,
+so agents of different shards never wait for one another.
+
+Table names: a store of one shard has today's names (``memories``, ``links``, ...); shard ``k`` of ``N > 1`` is
+``memories_s{k}of{N}``. The count is in the name so that ``engram migrate --shards M`` writes the new layout
+beside the old one (LanceDB cannot rename a table) and an interrupted migration never mixes the two.
+
+>>> table_name("memories", 0, 1), table_name("audit", 3, 4)
+('memories', 'audit_s3of4')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from lancedb.index import BTree
+
+from engram_pipeline.model import ACCESS_LOG_SCHEMA, AUDIT_SCHEMA, CURSOR_SCHEMA, LINK_SCHEMA, PLAN_SCHEMA
+from engram_pipeline.store.access_log import AccessLog
+from engram_pipeline.store.audit import AuditLog
+from engram_pipeline.store.cursors import Cursors
+from engram_pipeline.store.links import Links
+from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
+from engram_pipeline.store.plans import Plans
+
+SIDE_SCHEMAS: dict[str, pa.Schema] = {
+    "links": LINK_SCHEMA,
+    "audit": AUDIT_SCHEMA,
+    "plans": PLAN_SCHEMA,
+    "cursors": CURSOR_SCHEMA,
+    "access_log": ACCESS_LOG_SCHEMA,
+}
+
+
+def table_name(base: str, shard: int, shards: int) -> str:
+    """The name of table ``base`` (one of :data:`~engram_pipeline.store.maintenance.TABLES`) of ``shard``."""
+    return base if shards == 1 else f"{base}_s{shard}of{shards}"
+
+
+def schemas(memory_schema: pa.Schema) -> dict[str, pa.Schema]:
+    """The schema of every sharded table, by base name, in :data:`TABLES` order."""
+    return {name: memory_schema if name == "memories" else SIDE_SCHEMAS[name] for name in TABLES}
+
+
+class Shard:
+    """Shard ``index`` of a store of ``count`` shards: its ``memories`` table and side-table collaborators."""
+
+    def __init__(self, db: Any, index: int, count: int, memory_schema: pa.Schema) -> None:
+        self.index = index
+        self.count = count
+        memories = open_table(db, self.name("memories"))
+        self.memories = memories or db.create_table(self.name("memories"), schema=memory_schema, exist_ok=True)
+        self.links = Links(self._table(db, "links"))
+        self.audit = AuditLog(self._table(db, "audit"), memory_schema)
+        self.plans = Plans(self._table(db, "plans"))
+        self.cursors = Cursors(self._table(db, "cursors"))
+        self.access_log = AccessLog(self._table(db, "access_log"))
+        if memories is None:
+            for column in SCALAR_INDEXES:
+                self.memories.create_index(column, config=BTree(), replace=True)
+        self.write_group: Any = None  # set by the store: the group commit of this shard's remembers
+
+    def name(self, base: str) -> str:
+        return table_name(base, self.index, self.count)
+
+    def _table(self, db: Any, base: str) -> Any:
+        name = self.name(base)
+        return open_table(db, name) or db.create_table(name, schema=SIDE_SCHEMAS[base], exist_ok=True)
+
+    def tables(self) -> dict[str, Any]:
+        """This shard's tables by base name (``memories``, ``links``, ...), in :data:`TABLES` order."""
+        return {
+            "memories": self.memories,
+            "links": self.links.table,
+            "audit": self.audit.table,
+            "plans": self.plans.table,
+            "cursors": self.cursors.table,
+            "access_log": self.access_log.table,
+        }
+
+
+def open_table(db: Any, name: str) -> Any:
+    """Table ``name`` of ``db``, or None when it does not exist (LanceDB says so with a ValueError).
+
+    Opened by name, never by listing the database: a listing reads every table's directory (one LIST per
+    page on object storage), whatever else the store holds."""
+    try:
+        return db.open_table(name)
+    except ValueError as exc:
+        if "was not found" not in str(exc):
+            raise
+        return None

@@ -71,6 +71,7 @@ for name, fn in (
     ("consolidate", passes.consolidate),
     ("health", passes.health),
     ("maintain", passes.maintain),
+    ("migrate", passes.migrate),
     ("serve", services.serve),
     ("mcp", services.mcp),
     ("demo", services.demo),

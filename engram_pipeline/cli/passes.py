@@ -1,5 +1,5 @@
 """Lifecycle pass commands: decay, decay-confidence, promote, contradictions, neighbour-graph,
-consolidate-corpus (and discard-plan), consolidate, health, maintain.
+consolidate-corpus (and discard-plan), consolidate, health, maintain, migrate.
 
 Each runs one library function per agent (``--agent A``, repeatable, or ``--all-agents``) and prints its
 frozen report (serialised by :mod:`engram_pipeline.reporting`): a table with one row per agent, or with
@@ -284,3 +284,21 @@ def maintain(ctx: typer.Context) -> None:
         emit_json(report)
     else:
         print_record(_summary(report))
+
+
+def migrate(
+    ctx: typer.Context,
+    shards: Annotated[int, typer.Option("--shards", min=1, help="the shard count to re-shard the store into")],
+) -> None:
+    """Re-shard the store into --shards N (resumable: run it again after an interruption). Stop every process
+    that uses the store first; afterwards set ENGRAM_SHARDS=N wherever it is opened."""
+    from engram_pipeline.store.migrate import migrate as run
+
+    st = state(ctx)
+    report = run(st.settings.resolved_db_uri, shards=shards, settings=st.settings)
+    if st.json:
+        emit_json(report)
+    else:
+        print_record(_summary(report))
+        if report.source != report.target:
+            warn(f"the store now has {report.target} shard(s): set ENGRAM_SHARDS={report.target} where it is opened")

@@ -27,7 +27,7 @@ from engram_pipeline.store import cas, edits, maintenance, write_path
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
 from engram_pipeline.store.access_log import fold_access as _fold_access
 from engram_pipeline.store.audit import AuditEvent, AuditLog
-from engram_pipeline.store.cursors import Cursors
+from engram_pipeline.store.cursors import Cursors, lease_agent
 from engram_pipeline.store.errors import InvalidInput, MemoryNotFound, PlanNotFound, StoreError, StoreNotFound
 from engram_pipeline.store.links import Link, Links
 from engram_pipeline.store.meta import check_meta
@@ -35,7 +35,7 @@ from engram_pipeline.store.plans import Plan, Plans, PlanStatus
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
-from engram_pipeline.store.sharding import shard_of
+from engram_pipeline.store.sharding import by_shard, shard_of
 from engram_pipeline.store.shards import Shard, open_table
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
@@ -247,6 +247,24 @@ class MemoryStore:
         if columns:
             q = q.select(columns)
         return q.limit(None).to_arrow()
+
+    def scan_agents(
+        self, agent_ids: Iterable[str], *, columns: list[str] | None = None, where: str | None = None
+    ) -> pa.Table:
+        """All rows of the agents ``agent_ids`` as one Arrow table (``where`` is extra SQL the caller has
+        quoted): one read per shard they fall in (per 1,000 agents), grouped by shard."""
+        parts = []
+        for k, agents in by_shard(agent_ids, self.shard_count).items():
+            for start in range(0, len(agents), 1000):
+                cond = f"agent_id IN {in_list(agents[start : start + 1000])}" + (f" AND ({where})" if where else "")
+                q = self.shards[k].memories.search().where(cond)
+                if columns:
+                    q = q.select(columns)
+                parts.append(q.limit(None).to_arrow())
+        if not parts:
+            schema = self.memory_schema
+            return schema.empty_table().select(columns) if columns else schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def list_memories(
         self,
@@ -619,9 +637,8 @@ class MemoryStore:
         self.shard_for(agent_id).cursors.set(pass_name, agent_id, cursor)
 
     def _lease_cursors(self, key: str) -> Cursors:
-        """A lease ``<pass>/<agent_id>`` lives in that agent's shard; any other key in shard 0."""
-        _, sep, agent_id = key.partition("/")
-        return self.shard_for(agent_id).cursors if sep else self.shards[0].cursors
+        agent_id = lease_agent(key)
+        return self.shard_for(agent_id).cursors if agent_id is not None else self.shards[0].cursors
 
     def lease_holder(self, key: str) -> str | None:
         return self._lease_cursors(key).lease_holder(key)

@@ -12,6 +12,13 @@ from engram_pipeline.store.sql import eq, lit
 LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
 
 
+def lease_agent(key: str) -> str | None:
+    """The agent a cursor or lease key names (``[lease:]<pass>/<agent_id>``; agent ids hold no ``/``), None
+    for a key that names none: a lease lives in that agent's shard, any other in shard 0."""
+    head, sep, agent = key.removeprefix(LEASE_PREFIX).rpartition("/")
+    return agent if sep and head else None
+
+
 class Cursors:
     """The ``cursors`` table: pass cursors (JSON state per pass and agent) and leases."""
 

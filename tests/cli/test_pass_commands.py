@@ -167,3 +167,15 @@ def test_apply_without_plan_id_takes_the_only_pending_plan_and_says_which(cli, d
     applied = cli("consolidate-corpus", "--agent", "alice", "--apply", json_=True)
     assert applied.exit_code == 0 and f"agent alice: applying {plan}, its only pending plan" in applied.stderr
     assert parse(applied)[0]["report"]["merged"] == 1
+
+
+def test_migrate_reshards_and_says_to_set_the_count(cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("remember", "--agent", "alice", "User lives in Berlin").exit_code == 0
+    done = cli("migrate", "--shards", "4")
+    assert done.exit_code == 0, done.output
+    assert "ENGRAM_SHARDS=4" in done.stderr and "4" in done.stdout
+    refused = cli("agents")  # the runner's ENGRAM_SHARDS is still the default, 1
+    assert refused.exit_code == 1 and "has 4 shard(s)" in refused.stderr and "ENGRAM_SHARDS=4" in refused.stderr
+    back = cli("migrate", "--shards", "1", json_=True)
+    assert back.exit_code == 0 and '"target": 1' in back.stdout
+    assert "alice" in cli("agents").stdout

@@ -1,0 +1,177 @@
+"""Re-shard a store (``engram migrate --shards N``): copy every table into the layout of ``N`` shards, resumably.
+
+The store's tables are laid out for the shard count recorded in ``meta`` (:mod:`engram_pipeline.store.shards`).
+A migration to ``N``:
+
+1. records ``migration = {"from": M, "to": N, "done": [], "versions": ...}`` in ``meta`` (``versions``: every
+   source table's version). From this commit on, every open of the store is refused with
+   :class:`~engram_pipeline.store.errors.MigrationInProgress` (whatever ``ENGRAM_SHARDS`` says), so nothing
+   writes to either layout;
+2. for each target shard not yet ``done``: each of its six tables is written whole from the source tables
+   (every row whose agent hashes to it; a lease row by the agent its key names), replacing any table of that
+   name (a killed copy of this shard is simply done again), then the shard is added to ``done``;
+3. checks that no source table moved since step 1 (a process that opened the store before the migration
+   began could still write to it: then the copy is thrown away, ``done`` emptied, and the run refuses with a
+   message to stop the writers and run again), and records ``shards = N`` with the migration cleared, in one
+   commit: the switch;
+4. drops the source tables.
+
+Killed anywhere, the next ``engram migrate --shards N`` resumes at the first target shard not done; before the
+switch the source tables are untouched, after it they are only garbage. Rows are copied as they are (every
+column, ``version`` included); the new ``memories`` tables get their BTree indexes, and the vector index is
+left to maintenance (``engram maintain``). Cost: each source table is read once per target shard (one
+source table in memory at a time).
+
+>>> from engram_pipeline.settings import Settings
+>>> from engram_pipeline.store import MemoryStore
+>>> import tempfile
+>>> uri = tempfile.mkdtemp()
+>>> _ = MemoryStore.open(uri, settings=Settings().replace(embedder="hashing")).remember("alice", "Tea at five")
+>>> report = migrate(uri, shards=4, settings=Settings().replace(embedder="hashing"))
+>>> report.source, report.target, report.rows["memories"]
+(1, 4, 1)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from lancedb.index import BTree
+
+from engram_pipeline.embed import Embedder
+from engram_pipeline.settings import Settings
+from engram_pipeline.store.core import MemoryStore
+from engram_pipeline.store.cursors import lease_agent
+from engram_pipeline.store.errors import InvalidInput, StoreError
+from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
+from engram_pipeline.store.meta import MIGRATION, SHARDS, read_meta, write_meta
+from engram_pipeline.store.sharding import shard_of
+from engram_pipeline.store.shards import open_table, schemas, table_name
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    source: int  # the shard count before
+    target: int  # the shard count now
+    rows: dict[str, int]  # rows in each kind of table (memories, links, ...) after, over all shards
+    copied: tuple[int, ...]  # target shards this run copied (the others a killed run had done)
+    resumed: bool  # whether this run finished a migration an earlier run began
+
+
+def migrate(
+    uri: str,
+    *,
+    shards: int,
+    settings: Settings,
+    embedder: Embedder | None = None,
+    storage_options: dict[str, str] | None = None,
+    after_shard: Callable[[int], None] | None = None,
+) -> MigrationReport:
+    """Re-shard the store at ``uri`` into ``shards`` shards; see the module. ``after_shard(k)`` is called once
+    target shard ``k`` is copied and recorded (tests kill the run there)."""
+    if shards < 1:
+        raise InvalidInput(f"a store has at least one shard, not {shards}")
+    store = MemoryStore.open(
+        uri, settings=settings, embedder=embedder, storage_options=storage_options, create=False, migrating=True
+    )
+    meta = read_meta(store.meta)
+    source = int(meta.get(SHARDS, 1))
+    state = json.loads(meta[MIGRATION]) if meta.get(MIGRATION) else None
+    resumed = state is not None
+    if state is None:
+        if shards == source:
+            return MigrationReport(source, source, _counts(store.db, source), (), False)
+        state = {"from": source, "to": shards, "done": [], "versions": _versions(store.db, source)}
+        write_meta(store.meta, {MIGRATION: json.dumps(state)})
+    elif int(state["to"]) != shards:
+        raise StoreError(
+            f"the store at {store.uri} is being re-sharded from {state['from']} to {state['to']} shard(s); "
+            f"finish that first (`engram migrate --shards {state['to']}`), then migrate again"
+        )
+    db, memory_schema = store.db, store.memory_schema
+    copied = []
+    for k in range(shards):
+        if k in state["done"]:
+            continue
+        for base, schema in schemas(memory_schema).items():
+            _copy(db, base, schema, source=source, target=shards, shard=k)
+        state["done"] = sorted({*state["done"], k})
+        write_meta(store.meta, {MIGRATION: json.dumps(state)})
+        copied.append(k)
+        if after_shard is not None:
+            after_shard(k)
+    if _versions(db, source) != state["versions"]:
+        state.update(done=[], versions=_versions(db, source))
+        write_meta(store.meta, {MIGRATION: json.dumps(state)})
+        raise StoreError(
+            f"the store at {store.uri} was written to while it was being re-sharded (a process opened it "
+            f"before the migration began); the copy was discarded. Stop every writer and run "
+            f"`engram migrate --shards {shards}` again"
+        )
+    write_meta(store.meta, {SHARDS: str(shards), MIGRATION: None})  # the switch, in one commit
+    for base in TABLES:
+        for k in range(source):
+            if open_table(db, table_name(base, k, source)) is not None:
+                db.drop_table(table_name(base, k, source))
+    return MigrationReport(source, shards, _counts(db, shards), tuple(copied), resumed)
+
+
+def _copy(db: Any, base: str, schema: pa.Schema, *, source: int, target: int, shard: int) -> None:
+    """Write table ``base`` of target ``shard`` whole: the rows of every source shard that belong to it."""
+    parts = []
+    for s in range(source):
+        table = open_table(db, table_name(base, s, source))
+        if table is None:
+            continue
+        rows = table.to_arrow()
+        if rows.num_rows:
+            parts.append(rows.filter(pa.array(_shards_of(rows, base, target) == shard)))
+    data = pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()
+    name = table_name(base, shard, target)
+    if open_table(db, name) is not None:  # a killed run's copy, or a table an older layout left: replaced
+        created = db.create_table(name, data=data, schema=schema, mode="overwrite")
+    else:
+        created = db.create_table(name, data=data, schema=schema)
+    if base == "memories":
+        for column in SCALAR_INDEXES:
+            created.create_index(column, config=BTree(), replace=True)
+
+
+def _shards_of(rows: pa.Table, base: str, target: int) -> np.ndarray:
+    """The target shard of each row: its ``agent_id``'s (a lease row: the agent its key names; else 0)."""
+    agents = rows["agent_id"].to_pylist()
+    if base == "cursors":
+        agents = [
+            a if a is not None else lease_agent(key) for a, key in zip(agents, rows["key"].to_pylist(), strict=True)
+        ]
+    known = {a: shard_of(a, target) for a in set(agents) if a is not None}
+    return np.array([known.get(a, 0) if a is not None else 0 for a in agents], dtype=np.int64)
+
+
+def _versions(db: Any, shards: int) -> dict[str, int]:
+    out = {}
+    for base in TABLES:
+        for k in range(shards):
+            table = open_table(db, table_name(base, k, shards))
+            if table is not None:
+                out[table_name(base, k, shards)] = int(table.version)
+    return out
+
+
+def _counts(db: Any, shards: int) -> dict[str, int]:
+    out = {}
+    for base in TABLES:
+        total = 0
+        for k in range(shards):
+            table = open_table(db, table_name(base, k, shards))
+            total += int(table.count_rows()) if table is not None else 0
+        out[base] = total
+    return out
+
+
+__all__ = ["MigrationReport", "migrate"]

@@ -50,6 +50,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "backfill": (["--agents", "4"], ["--agents", "20"]),
     "consolidation_quality": (["--episodes", "2000", "--repeats", "1"], ["--episodes", "10000"]),
     "decay_safety": (["--embedder", "hashing", "--agents", "3", "--sessions", "6", "--turns", "20"], []),
+    "shards": (["--seconds", "8", "--opens", "5"], []),
 }
 
 

@@ -188,3 +188,16 @@ def test_the_sharded_tables_are_not_reachable_as_one(store_uri: str) -> None:
     assert store.shard_for("agent-1") is store.shards[store.shard_of("agent-1")]
     lease: Any = store.lease_holder("ltm_decay/agent-1")
     assert lease is None and store.shards[store.shard_of("agent-1")].cursors.table.count_rows() == 1
+
+
+def test_many_agent_verbs_span_shards(store_uri: str) -> None:
+    from engram_pipeline.lifecycle.sweep import sweep
+
+    store = sharded(store_uri)
+    corpus(store)
+    rows = store.scan_agents(AGENTS[:7], columns=["id", "agent_id"])
+    assert len(by_shard(AGENTS[:7], 4)) > 1 and rows.num_rows == 21
+    assert set(rows["agent_id"].to_pylist()) == set(AGENTS[:7])
+    assert store.scan_agents([], columns=["id"]).num_rows == 0
+    report = sweep(store, "ltm_decay", AGENTS, now=T0 + timedelta(days=3))
+    assert sorted(report.agents) == sorted(AGENTS) and report.totals()["processed"] == 3 * len(AGENTS)

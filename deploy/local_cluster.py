@@ -120,7 +120,9 @@ class Cluster:
             "ENGRAM_PG_HOST": "127.0.0.1",
             "ENGRAM_PG_PORT": str(self.ports["postgres"]),
             "ENGRAM_PG_USER": PG_USER,
+            "ENGRAM_PG_PASSWORD": "",  # trust authentication on loopback
             "ENGRAM_PG_DB": PG_DB,
+            "ENGRAM_MAX_CONCURRENT_RUNS": "2",
             "ENGRAM_CELERY_BROKER": self.redis_url,
             "ENGRAM_CELERY_BACKEND": self.redis_url,
         }

@@ -73,8 +73,8 @@ def snapshot(store: MemoryStore) -> dict[str, Any]:
         for r in rows
     )
     links = Counter(
-        (str(key.get(l["src_id"])), str(key.get(l["dst_id"])), l["rel"])
-        for l in store.links.table.search().limit(None).to_arrow().to_pylist()
+        (str(key.get(link["src_id"])), str(key.get(link["dst_id"])), link["rel"])
+        for link in store.links.table.search().limit(None).to_arrow().to_pylist()
     )
     audit = Counter(
         (str(key.get(a["memory_id"], a["memory_id"])), a["action"], a["actor"])
@@ -143,7 +143,9 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
         runs = wait_for(finished, timeout=600, interval=2, what=f"{len(agents)} successful runs", procs=procs)
         pids_by_run = {
             run.tags["dagster/partition"]: {
-                e.dagster_event.pid for e in instance.all_logs(run.run_id) if e.dagster_event and e.dagster_event.is_step_event
+                e.dagster_event.pid
+                for e in instance.all_logs(run.run_id)
+                if e.dagster_event and e.dagster_event.is_step_event
             }
             for run in runs
         }

@@ -163,7 +163,7 @@ class Cluster:
                 stop = [str(pg / "pg_ctl"), "-D", str(self.pg_home / "data"), "-m", "immediate", "-w", "stop"]
                 _as_postgres(stop, timeout=30)
         for name, pid in reversed(list(self.pids.items())):
-            _terminate(pid)
+            terminate(pid)
             if (proc := self.procs.pop(name, None)) is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
@@ -375,7 +375,8 @@ def _chown_to_postgres(path: Path) -> None:
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-def _terminate(pid: int, grace: float = 15) -> None:
+def terminate(pid: int, grace: float = 15) -> None:
+    """SIGTERM ``pid`` (a process this cluster or its user started), SIGKILL it if still there after ``grace``."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace

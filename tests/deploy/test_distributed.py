@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local_cluster import Cluster
+from deploy.local_cluster import Cluster, terminate
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.sample import load_sample_corpus
 from engram_pipeline.settings import Settings
@@ -94,6 +94,44 @@ def start_worker(procs: DagsterProcs, name: str) -> Path:
     return pidfile
 
 
+def run_pipeline(
+    procs: DagsterProcs, instance: Any, env: dict[str, str], workspace: list[str], agents: list[str]
+) -> tuple[list[Any], dict[str, set[int]], list[float]]:
+    """Backfill the job over ``agents`` through the daemon; the runs, the PIDs of each run's step events (by
+    agent) and the run durations."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    launched = subprocess.run(
+        [str(BIN / "dagster"), "job", "backfill", "-j", JOB, *workspace, "--partitions", ",".join(agents),
+         "--noprompt"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-3000:]
+
+    def finished() -> list[Any]:
+        runs = instance.get_runs(RunsFilter(job_name=JOB))
+        failed = [r for r in runs if r.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)]
+        assert not failed, [(r.run_id, r.status, procs.log_tail(w)) for r in failed for w in WORKERS]
+        done = [r for r in runs if r.status == DagsterRunStatus.SUCCESS]
+        return done if len(done) == len(agents) else []
+
+    runs = wait_for(finished, timeout=600, interval=2, what=f"{len(agents)} successful runs", procs=procs)
+    pids_by_run = {
+        run.tags["dagster/partition"]: {
+            e.dagster_event.pid
+            for e in instance.all_logs(run.run_id)
+            if e.dagster_event and e.dagster_event.is_step_event
+        }
+        for run in runs
+    }
+    durations = [
+        record.end_time - record.start_time
+        for record in instance.get_run_records(RunsFilter(job_name=JOB))
+        if record.start_time and record.end_time
+    ]
+    return runs, pids_by_run, durations
+
+
 def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
     cluster: Cluster, cluster_env: dict[str, str], s3_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,7 +149,7 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # dagster-celery runs `celery` from the PATH
     workspace = ["-w", str(DEPLOY / "workspace.yaml")]
 
-    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster import DagsterInstance
 
     for name in [k for k in cluster_env if k.startswith(("ENGRAM_PG_", "ENGRAM_CELERY_", "ENGRAM_MAX_"))]:
         monkeypatch.setenv(name, cluster_env[name])  # this process reads the instance too
@@ -126,34 +164,12 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
             timeout=120, what="both Celery workers ready", procs=procs,
         )  # fmt: skip
         worker_pids = {name: int(pidfiles[name].read_text()) for name in WORKERS}
-        launched = subprocess.run(
-            [str(BIN / "dagster"), "job", "backfill", "-j", JOB, *workspace, "--partitions", ",".join(agents),
-             "--noprompt"],
-            env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-        )  # fmt: skip
-        assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-3000:]
-
-        def finished() -> list[Any]:
-            runs = instance.get_runs(RunsFilter(job_name=JOB))
-            failed = [r for r in runs if r.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)]
-            assert not failed, [(r.run_id, r.status, procs.log_tail(w)) for r in failed for w in WORKERS]
-            done = [r for r in runs if r.status == DagsterRunStatus.SUCCESS]
-            return done if len(done) == len(agents) else []
-
-        runs = wait_for(finished, timeout=600, interval=2, what=f"{len(agents)} successful runs", procs=procs)
-        pids_by_run = {
-            run.tags["dagster/partition"]: {
-                e.dagster_event.pid
-                for e in instance.all_logs(run.run_id)
-                if e.dagster_event and e.dagster_event.is_step_event
-            }
-            for run in runs
-        }
-        durations = [
-            record.end_time - record.start_time
-            for record in instance.get_run_records(RunsFilter(job_name=JOB))
-            if record.start_time and record.end_time
-        ]
+        try:
+            runs, pids_by_run, durations = run_pipeline(procs, instance, env, workspace, agents)
+        finally:
+            # The celery process is the CLI's child: stopping the CLI's session does not always end it.
+            for pid in worker_pids.values():
+                terminate(pid, grace=20)
     instance.dispose()
 
     ran_on = {agent: {n for n, pid in worker_pids.items() if pid in pids} for agent, pids in pids_by_run.items()}

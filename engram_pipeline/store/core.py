@@ -31,6 +31,7 @@ from engram_pipeline.store.cursors import Cursors, lease_agent
 from engram_pipeline.store.errors import InvalidInput, MemoryNotFound, PlanNotFound, StoreError, StoreNotFound
 from engram_pipeline.store.links import Link, Links
 from engram_pipeline.store.meta import check_meta
+from engram_pipeline.store.object_store import check_conditional_put
 from engram_pipeline.store.plans import Plan, Plans, PlanStatus
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
@@ -103,6 +104,7 @@ class MemoryStore:
                 raise StoreNotFound(uri)
             path.mkdir(parents=True, exist_ok=True)
         options = storage_options if storage_options is not None else settings.storage_options_dict
+        check_conditional_put(uri, options)  # Lance commits on object storage need put-if-absent
         # Strong read consistency: every read sees the latest commit of any process, which the
         # compare-and-set protocol and concurrent passes rely on.
         db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=options or None)

@@ -25,9 +25,18 @@ EXTRA_HOMES = {
     "plot": ("engram_pipeline/lifecycle/health.py",),
     "minilm": ("engram_pipeline/embed/minilm.py",),
     "dagster": ("assets/",),
+    "deploy": ("deploy/",),
 }
 # declared but never imported, each for a reason given beside it in pyproject.toml
-NOT_IMPORTED = {"dagster-webserver", "torch"}
+NOT_IMPORTED = {
+    "dagster-webserver",
+    "torch",
+    "dagster-postgres",
+    "dagster-celery",
+    "celery",
+    "redis",
+    "psycopg2-binary",
+}
 
 
 def _name(requirement: str) -> str:
@@ -57,9 +66,11 @@ def _imports(path: Path) -> set[str]:
 
 def _third_party_by_file() -> dict[str, set[str]]:
     dist_of = _distribution_of()
-    local = {"engram_pipeline", "assets"}
+    local = {"engram_pipeline", "assets", "deploy"}
     found: dict[str, set[str]] = {}
-    for path in sorted([*ROOT.glob("engram_pipeline/**/*.py"), *ROOT.glob("assets/**/*.py")]):
+    for path in sorted(
+        [*ROOT.glob("engram_pipeline/**/*.py"), *ROOT.glob("assets/**/*.py"), *ROOT.glob("deploy/**/*.py")]
+    ):
         rel = path.relative_to(ROOT).as_posix()
         dists = {dist_of[name] for name in _imports(path) - local - set(sys.stdlib_module_names) if name in dist_of}
         unknown = {n for n in _imports(path) - local - set(sys.stdlib_module_names) if n not in dist_of}

@@ -1,6 +1,6 @@
-"""Rung 3 for the shard jobs: a shard-partitioned job materialised over a multi-agent store on four shards, with
-resources bound to a temporary directory; its report covers exactly that shard's agents, and no other
-agent's rows change."""
+"""Rung 3 for the shard jobs: the shard assets materialised over a multi-agent store on four shards, with
+resources bound to a temporary directory (a report covers exactly that shard's agents, and no other agent's
+rows change), and the code location's own shard job run over each of its shards."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, materialize
+from dagster import AssetKey, Definitions, materialize
 
-from assets.partitions import shard_partitions
+from assets.definitions import defs
+from assets.partitions import shard_keys, shard_partitions
 from assets.resources import EngramStore, RunScopedIOManager
 from assets.shard_assets import shard_key, shard_sweeps
 from engram_pipeline.importer import import_jsonl
+from engram_pipeline.lifecycle.sweep import agents_in_shard
 from engram_pipeline.sample import AGENTS, load_sample_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -88,3 +90,18 @@ def test_the_full_pipeline_of_a_shard_reports_per_agent_figures(sharded_uri: str
     assert metadata["health.total"].value == sum(store.scan(a).num_rows for a in members)
     rows = [line for line in metadata["agents_table"].value.splitlines() if line.startswith("| ") and "---" not in line]
     assert sorted(line.split(" | ")[0][2:] for line in rows[1:]) == members  # a row per agent, after the header
+
+
+def test_the_code_locations_shard_job_runs_over_its_shards(resources: dict[str, Any], seeded: MemoryStore) -> None:
+    location = Definitions(assets=defs.assets, jobs=defs.jobs, resources=resources)
+    job = location.resolve_job_def("decay_shard_job")
+    shards = Settings.from_env().shards
+    swept: list[str] = []
+    for key in shard_keys(shards):
+        result = job.execute_in_process(partition_key=key)
+        assert result.success
+        metadata = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
+        assert set(metadata) == {shard_key("importance_decay"), shard_key("confidence_decay")}
+        assert metadata[shard_key("importance_decay")]["agents"].value == len(agents_in_shard(seeded, int(key)))
+        swept += agents_in_shard(seeded, int(key))
+    assert sorted(swept) == seeded.agents()

@@ -31,6 +31,7 @@ MAX_LISTED = 50
 # A shard run's per-agent table shows at most this many agents (the busiest) and figures; the totals count all.
 MAX_AGENT_ROWS = 50
 MAX_AGENT_COLUMNS = 12
+READ_COUNTS = ("processed", "scanned", "candidates")  # the rows a pass read, not what it changed
 
 
 def run_pass(title: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> MaterializeResult:
@@ -73,7 +74,11 @@ def flat_numbers(report: Any, prefix: str = "") -> dict[str, int | float]:
 def agents_md(rows: Mapping[str, Mapping[str, int | float]]) -> str:
     """Per-agent figures as a markdown table, the busiest agents first (most counted work, then agent id)."""
     names = [n for n in dict.fromkeys(n for r in rows.values() for n in r) if any(r.get(n) for r in rows.values())]
-    shown = names[:MAX_AGENT_COLUMNS]
+    # What a pass did before what it read: with too many figures, the counts of rows read go last.
+    read_last = (
+        sorted(names, key=lambda n: n.rsplit(".", 1)[-1] in READ_COUNTS) if len(names) > MAX_AGENT_COLUMNS else names
+    )
+    shown = read_last[:MAX_AGENT_COLUMNS]
 
     def work(agent: str) -> tuple[float, str]:
         return (-sum(v for v in rows[agent].values() if isinstance(v, int)), agent)
@@ -87,10 +92,10 @@ def agents_md(rows: Mapping[str, Mapping[str, int | float]]) -> str:
         lines = ["*every agent's counts are zero*" if rows else "*no agents in this shard*"]
     notes = []
     if len(rows) > len(agents):
-        notes.append(f"the {len(agents)} busiest of {len(rows):,} agents")
+        notes.append(f"Shown: the {len(agents)} busiest of {len(rows):,} agents.")
     if len(names) > len(shown):
-        notes.append(f"{len(names) - len(shown)} more figures in the totals: {', '.join(names[len(shown) :])}")
-    return "\n".join(lines + ([f"\n*Shown: {'; '.join(notes)}.*"] if notes else []))
+        notes.append(f"Not in this table (the counts are summed above): {', '.join(read_last[len(shown) :])}.")
+    return "\n".join(lines + [f"\n*{note}*" for note in notes])
 
 
 def _figure(value: int | float) -> str:

@@ -28,12 +28,78 @@ from engram_pipeline.reporting import json_value, report_fields
 # The report's fields come from engram_pipeline.reporting, the serialiser the CLI, HTTP and MCP share.
 # Lists longer than this are cut in the metadata (the UI is for reading, the store keeps everything).
 MAX_LISTED = 50
+# A shard run's per-agent table shows at most this many agents (the busiest) and figures; the totals count all.
+MAX_AGENT_ROWS = 50
+MAX_AGENT_COLUMNS = 12
+READ_COUNTS = ("processed", "scanned", "candidates")  # the rows a pass read, not what it changed
 
 
 def run_pass(title: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> MaterializeResult:
     """Call ``fn(*args, **kwargs)`` (a library pass) and report what it did."""
     report, seconds = timed(fn, *args, **kwargs)
     return MaterializeResult(metadata=report_metadata(title, report, duration_s=seconds))
+
+
+def sweep_metadata(title: str, report: Any, *, duration_s: float) -> dict[str, Any]:
+    """Metadata for a shard run (a :class:`~engram_pipeline.lifecycle.sweep.SweepReport`): the agents swept, each
+    count summed over them, ``duration_s``, a markdown ``summary`` of the totals and an ``agents_table`` of
+    per-agent figures (the busiest :data:`MAX_AGENT_ROWS` agents, the columns some agent has a non-zero value in)."""
+    rows = {agent: flat_numbers(r) for agent, r in report.agents.items()}
+    totals: dict[str, int] = {}
+    for figures in rows.values():
+        for name, value in figures.items():
+            if isinstance(value, int):
+                totals[name] = totals.get(name, 0) + value
+    meta: dict[str, Any] = {"agents": MetadataValue.int(len(rows))}
+    meta |= {name: MetadataValue.int(value) for name, value in totals.items()}
+    meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
+    heading = f"{title} over {len(rows):,} agents"
+    meta["summary"] = MetadataValue.md(summary_md(heading, {"agents": len(rows), **totals}, duration_s))
+    meta["agents_table"] = MetadataValue.md(agents_md(rows))
+    return meta
+
+
+def flat_numbers(report: Any, prefix: str = "") -> dict[str, int | float]:
+    """The numeric fields of a report, nested reports' fields named ``outer.inner`` (a pipeline's
+    ``decay.pruned``); booleans, text and collections are left out."""
+    out: dict[str, int | float] = {}
+    for name, value in report_fields(report).items():
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out |= flat_numbers(value, f"{prefix}{name}.")
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"{prefix}{name}"] = value
+    return out
+
+
+def agents_md(rows: Mapping[str, Mapping[str, int | float]]) -> str:
+    """Per-agent figures as a markdown table, the busiest agents first (most counted work, then agent id)."""
+    names = [n for n in dict.fromkeys(n for r in rows.values() for n in r) if any(r.get(n) for r in rows.values())]
+    # What a pass did before what it read: with too many figures, the counts of rows read go last.
+    read_last = (
+        sorted(names, key=lambda n: n.rsplit(".", 1)[-1] in READ_COUNTS) if len(names) > MAX_AGENT_COLUMNS else names
+    )
+    shown = read_last[:MAX_AGENT_COLUMNS]
+
+    def work(agent: str) -> tuple[float, str]:
+        return (-sum(v for v in rows[agent].values() if isinstance(v, int)), agent)
+
+    agents = sorted(rows, key=work)[:MAX_AGENT_ROWS]
+    lines = ["| agent | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
+    for agent in agents:
+        cells = [_figure(rows[agent].get(n, 0)) for n in shown]
+        lines.append(f"| {md_cell(agent)} | " + " | ".join(cells) + " |")
+    if not names:
+        lines = ["*every agent's counts are zero*" if rows else "*no agents in this shard*"]
+    notes = []
+    if len(rows) > len(agents):
+        notes.append(f"Shown: the {len(agents)} busiest of {len(rows):,} agents.")
+    if len(names) > len(shown):
+        notes.append(f"Not in this table (the counts are summed above): {', '.join(read_last[len(shown) :])}.")
+    return "\n".join(lines + [f"\n*{note}*" for note in notes])
+
+
+def _figure(value: int | float) -> str:
+    return f"{round_float(value):g}" if isinstance(value, float) else str(value)
 
 
 def run_id_of(context: AssetExecutionContext) -> str | None:

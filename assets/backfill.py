@@ -1,4 +1,4 @@
-"""Backfill any asset over every agent partition (or some) from the command line.
+"""Backfill any asset over every agent partition or every shard (or some) from the command line.
 
 This submits the same asset backfill the UI's "Materialize all partitions" does: a backfill record in the
 instance, which the daemon turns into one run per partition (``make ui`` starts the daemon). Without a daemon
@@ -7,6 +7,7 @@ the backfill waits in the queue until one starts.
     python -m assets.backfill importance_decay                  # every agent partition
     python -m assets.backfill corpus_merge_plan --partitions coding-assistant,support-bot
     python -m assets.backfill importance_decay,memory_health --wait
+    python -m assets.backfill shards/importance_decay             # every shard: all agents, a run per shard
 
 ``DAGSTER_HOME`` defaults to ``<ENGRAM_HOME>/dagster`` and may be relative (it is made absolute here).
 Partitioned asset jobs can also be backfilled with Dagster's own command, which needs an absolute
@@ -80,29 +81,43 @@ def wait_for_backfill(instance: DagsterInstance, backfill_id: str, *, timeout: f
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assets.backfill", description=__doc__.split("\n\n")[0])
     parser.add_argument("assets", help="comma-separated asset keys, e.g. importance_decay,memory_health")
-    parser.add_argument("--partitions", help="comma-separated agent ids (default: every registered agent)")
+    parser.add_argument(
+        "--partitions", help="comma-separated agent ids or shard numbers (default: every agent, or every shard)"
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the daemon has finished the backfill")
     args = parser.parse_args(argv)
     # A relative DAGSTER_HOME (as in `DAGSTER_HOME=.engram/dagster`) is made absolute before Dagster sees it.
     env = prepare_environment()
 
     from assets.definitions import defs
-    from assets.partitions import AGENTS
+    from assets.partitions import AGENTS, shards
+    from assets.shard_assets import PREFIX
 
+    assets = [a for a in args.assets.split(",") if a]
+    by_shard = {AssetKey.from_user_string(a).path[0] == PREFIX for a in assets}
+    if len(by_shard) > 1:
+        print("error: backfill the shards/ assets and the per-agent assets separately", file=sys.stderr)
+        return 1
     partitions = [p for p in (args.partitions or "").split(",") if p]
     with DagsterInstance.get() as instance:
-        registered = set(instance.get_dynamic_partitions(AGENTS))
-        unknown = [p for p in partitions if p not in registered]
-        if unknown or not registered:
-            what = f"unknown agent partitions: {', '.join(unknown)}" if unknown else "no agent partitions"
-            print(
-                f"error: {what} in the Dagster instance at {env['DAGSTER_HOME']}. Agents are registered by "
-                "the agent_partitions_sensor (running under `make ui`) or by `make demo`.",
-                file=sys.stderr,
-            )
-            return 1
-        backfill_id = launch_backfill(instance, defs, [a for a in args.assets.split(",") if a], partitions=partitions)
-        print(f"backfill {backfill_id} submitted: {args.assets} over {args.partitions or 'all agent partitions'}")
+        if by_shard == {True}:
+            unknown = [p for p in partitions if p not in shards.get_partition_keys()]
+            if unknown:
+                print(f"error: unknown shards: {', '.join(unknown)} (ENGRAM_SHARDS={len(shards.get_partition_keys())})", file=sys.stderr)
+                return 1
+        else:
+            registered = set(instance.get_dynamic_partitions(AGENTS))
+            unknown = [p for p in partitions if p not in registered]
+            if unknown or not registered:
+                what = f"unknown agent partitions: {', '.join(unknown)}" if unknown else "no agent partitions"
+                print(
+                    f"error: {what} in the Dagster instance at {env['DAGSTER_HOME']}. Agents are registered by "
+                    "the agent_partitions_sensor (running under `make ui`) or by `make demo`.",
+                    file=sys.stderr,
+                )
+                return 1
+        backfill_id = launch_backfill(instance, defs, assets, partitions=partitions)
+        print(f"backfill {backfill_id} submitted: {args.assets} over {args.partitions or 'all partitions'}")
         if not args.wait:
             return 0
         status = wait_for_backfill(instance, backfill_id)

@@ -1,4 +1,6 @@
-"""Jobs: what each schedule runs, one agent partition per run, plus the whole pipeline for ``make demo``.
+"""Jobs: what each schedule runs, one shard partition per run; the per-agent jobs, one agent partition per run,
+for the human-scale flows (a merge plan to review, a backfill of a few agents) and the whole pipeline for
+``make demo``.
 
 Applying a corpus merge is never part of a scheduled job: it is ``corpus_merge_apply_job``, launched by a
 person with the reviewed plan id and the clusters to reject
@@ -14,6 +16,7 @@ from assets.graph_assets import neighbour_graph
 from assets.health_assets import memory_health
 from assets.hygiene_assets import contradictions, corpus_merge_apply, corpus_merge_plan
 from assets.maintenance_assets import confidence_decay, importance_decay, stm_promotion, store_maintenance
+from assets.shard_assets import shard_key
 
 stm_promotion_job = define_asset_job(
     "stm_promotion_job",
@@ -71,7 +74,42 @@ full_pipeline_job = define_asset_job(
     description="Every per-agent pass but the merge apply (which waits for review), then the health report.",
 )
 
+# The scheduled maintenance: each run sweeps every agent of one shard.
+stm_promotion_shard_job = define_asset_job(
+    "stm_promotion_shard_job",
+    AssetSelection.assets(shard_key("stm_promotion")),
+    description="STM promotion for every agent of one shard.",
+)
+decay_shard_job = define_asset_job(
+    "decay_shard_job",
+    AssetSelection.assets(shard_key("importance_decay"), shard_key("confidence_decay")),
+    description="Importance decay, then confidence decay, for every agent of one shard.",
+)
+consolidation_shard_job = define_asset_job(
+    "consolidation_shard_job",
+    AssetSelection.assets(shard_key("contradictions"), shard_key("consolidation")),
+    description="Contradictions, then the five stages over recent episodes, for every agent of one shard.",
+)
+health_shard_job = define_asset_job(
+    "health_shard_job",
+    AssetSelection.assets(shard_key("memory_health")),
+    description="The memory health report of every agent of one shard.",
+)
+full_pipeline_shard_job = define_asset_job(
+    "full_pipeline_shard_job",
+    AssetSelection.assets(shard_key("pipeline")),
+    description="Every pass but the merge apply, for every agent of one shard (merge plans wait for review).",
+)
+
+shard_jobs = [
+    stm_promotion_shard_job,
+    decay_shard_job,
+    consolidation_shard_job,
+    health_shard_job,
+    full_pipeline_shard_job,
+]
 all_jobs = [
+    *shard_jobs,
     stm_promotion_job,
     decay_job,
     consolidation_job,

@@ -2,7 +2,8 @@
 
 ``python bench/run_all.py`` (what ``make bench`` runs) uses quick sizes that finish in minutes on 2 cores;
 ``--full`` uses the sizes the issues name (200k-vector graph, 1M-row decays, 100k recall latency, 20-agent
-backfill, 100k-row write path), which take the better part of an hour. ``--only NAME`` runs one (the script
+backfill, 100k-row write path, the pipeline over 1,000 and 10,000 agents), which take hours while the
+pipeline sweeps one agent at a time. ``--only NAME`` runs one (the script
 name without ``bench_``). Every script prints ratios against a reference it measures in the same run.
 """
 
@@ -51,6 +52,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "consolidation_quality": (["--episodes", "2000", "--repeats", "1"], ["--episodes", "10000"]),
     "decay_safety": (["--embedder", "hashing", "--agents", "3", "--sessions", "6", "--turns", "20"], []),
     "shards": (["--seconds", "8", "--opens", "5"], []),
+    "many_agents": (["--quick"], []),
 }
 
 

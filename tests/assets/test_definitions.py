@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from dagster import AssetCheckKey, AssetKey, DefaultScheduleStatus, DefaultSensorStatus
+from dagster import AssetCheckKey, AssetKey, DefaultScheduleStatus, DefaultSensorStatus, StaticPartitionsDefinition
 
 from assets.definitions import defs
+from assets.partitions import shard_keys
+from engram_pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_AGENT = [
@@ -25,7 +27,24 @@ PER_AGENT = [
     "archival",
     "memory_health",
 ]
+PER_SHARD = [
+    "shards/stm_promotion",
+    "shards/importance_decay",
+    "shards/confidence_decay",
+    "shards/contradictions",
+    "shards/consolidation",
+    "shards/memory_health",
+    "shards/pipeline",
+]
+SHARD_JOBS = [
+    "stm_promotion_shard_job",
+    "decay_shard_job",
+    "consolidation_shard_job",
+    "health_shard_job",
+    "full_pipeline_shard_job",
+]
 JOBS = [
+    *SHARD_JOBS,
     "stm_promotion_job",
     "decay_job",
     "consolidation_job",
@@ -37,14 +56,34 @@ JOBS = [
 ]
 
 
-def test_every_asset_is_defined_and_partitioned_by_agent() -> None:
+def test_every_asset_is_defined_and_partitioned_by_agent_or_shard() -> None:
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {*PER_AGENT, "store_maintenance"}
+    assert keys == {*PER_AGENT, *PER_SHARD, "store_maintenance"}
     for name in PER_AGENT:
         partitions = graph.get(AssetKey(name)).partitions_def
         assert partitions is not None and partitions.name == "agents", name
+    for name in PER_SHARD:  # a static partition per shard of the store (ENGRAM_SHARDS)
+        partitions = graph.get(AssetKey.from_user_string(name)).partitions_def
+        assert isinstance(partitions, StaticPartitionsDefinition), name
+        assert partitions.get_partition_keys() == shard_keys(Settings.from_env().shards), name
     assert graph.get(AssetKey("store_maintenance")).partitions_def is None
+
+
+def test_shard_jobs_run_the_shard_assets_in_lineage_order() -> None:
+    graph = defs.resolve_asset_graph()
+
+    def parents(name: str) -> set[str]:
+        return {k.to_user_string() for k in graph.get(AssetKey(["shards", name])).parent_keys}
+
+    assert parents("importance_decay") == {"shards/stm_promotion"}
+    assert parents("consolidation") == {"shards/confidence_decay", "shards/contradictions"}
+    assert "shards/consolidation" in parents("memory_health")
+    for name in SHARD_JOBS:
+        job = defs.resolve_job_def(name)
+        assert job.partitions_def is not None and job.partitions_def.get_partition_keys() == shard_keys(
+            Settings.from_env().shards
+        ), name
 
 
 def test_lineage_is_the_pipeline() -> None:
@@ -77,10 +116,10 @@ def test_apply_job_config_names_the_plan() -> None:
 
 def test_schedules_and_their_default_statuses() -> None:
     expected = {
-        "stm_promotion_schedule": ("*/5 * * * *", DefaultScheduleStatus.RUNNING, "stm_promotion_job"),
-        "decay_schedule": ("0 0 * * *", DefaultScheduleStatus.RUNNING, "decay_job"),
-        "consolidation_schedule": ("0 */6 * * *", DefaultScheduleStatus.RUNNING, "consolidation_job"),
-        "health_schedule": ("0 * * * *", DefaultScheduleStatus.RUNNING, "health_job"),
+        "stm_promotion_schedule": ("*/5 * * * *", DefaultScheduleStatus.RUNNING, "stm_promotion_shard_job"),
+        "decay_schedule": ("0 0 * * *", DefaultScheduleStatus.RUNNING, "decay_shard_job"),
+        "consolidation_schedule": ("0 */6 * * *", DefaultScheduleStatus.RUNNING, "consolidation_shard_job"),
+        "health_schedule": ("0 * * * *", DefaultScheduleStatus.RUNNING, "health_shard_job"),
         "maintenance_schedule": ("0 0 * * *", DefaultScheduleStatus.RUNNING, "maintenance_job"),
         "corpus_merge_plan_schedule": ("0 0 * * *", DefaultScheduleStatus.STOPPED, "corpus_merge_plan_job"),
     }
@@ -116,8 +155,11 @@ def test_instance_and_workspace_files() -> None:
 
 
 def test_every_pass_retries() -> None:
-    for job_name in ("full_pipeline_job", "corpus_merge_apply_job", "maintenance_job"):
-        for name, node in defs.resolve_job_def(job_name).graph.node_dict.items():
-            if name in PER_AGENT or name == "store_maintenance":
+    shard_nodes = {key.replace("/", "__") for key in PER_SHARD}  # a prefixed key's op name
+    for job_name in ("full_pipeline_job", "corpus_merge_apply_job", "maintenance_job", *SHARD_JOBS):
+        nodes = defs.resolve_job_def(job_name).graph.node_dict.items()
+        assert nodes, job_name
+        for name, node in nodes:
+            if name in PER_AGENT or name in shard_nodes or name == "store_maintenance":
                 policy = node.definition.retry_policy
                 assert policy is not None and policy.max_retries >= 2, name

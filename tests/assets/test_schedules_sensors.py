@@ -4,24 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from dagster import (
     DagsterInstance,
     DefaultScheduleStatus,
-    RunRequest,
+    Definitions,
+    RepositoryDefinition,
+    ScheduleDefinition,
     SensorResult,
     SkipReason,
     build_schedule_context,
     build_sensor_context,
     instance_for_test,
 )
+from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 
 from assets.definitions import defs
-from assets.partitions import AGENTS
+from assets.partitions import AGENTS, shard_keys, shard_partitions
 from assets.resources import EngramStore
 from assets.schedules import build_schedules, interval_cron
 from assets.sensors import agent_partitions_sensor
+from assets.shard_assets import shard_sweeps
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
@@ -70,28 +75,61 @@ def schedule_named(settings: Settings, name: str):  # type: ignore[no-untyped-de
     return next(s for s in build_schedules(settings) if s.name == name)
 
 
-def test_schedule_requests_one_run_per_agent_with_deterministic_run_keys(
+def evaluate(
+    instance: DagsterInstance, schedule: ScheduleDefinition, repository: RepositoryDefinition = REPO
+) -> ScheduleExecutionData:
+    """One tick of ``schedule`` at TICK, resolving the jobs and partitions its requests name in ``repository``."""
+    with build_schedule_context(instance=instance, scheduled_execution_time=TICK, repository_def=repository) as context:
+        return schedule.evaluate_tick(context)
+
+
+@pytest.mark.parametrize(
+    "name", ["stm_promotion_schedule", "decay_schedule", "consolidation_schedule", "health_schedule"]
+)
+def test_maintenance_schedules_request_one_run_per_shard_with_deterministic_run_keys(
+    temp_instance: DagsterInstance, name: str
+) -> None:
+    settings = Settings.from_env()  # the shard count the code location loaded with
+    schedule = schedule_named(settings, name)
+    requests = list(evaluate(temp_instance, schedule).run_requests or [])
+    assert [r.partition_key for r in requests] == shard_keys(settings.shards)
+    assert [r.run_key for r in requests] == [f"{name}:{k}:{TICK.isoformat()}" for k in shard_keys(settings.shards)]
+    assert [r.run_key for r in evaluate(temp_instance, schedule).run_requests or []] == [r.run_key for r in requests]
+    assert all(not r.run_config for r in requests)  # a sweep takes no per-run knobs (consolidation: scope recent)
+
+
+def test_a_tick_costs_a_run_per_shard_however_many_agents(temp_instance: DagsterInstance, tmp_path: Path) -> None:
+    temp_instance.add_dynamic_partitions(AGENTS, [f"agent-{n}" for n in range(50)])  # agents do not matter
+    schedule = schedule_named(Settings.from_env({"ENGRAM_SHARDS": "8"}), "stm_promotion_schedule")
+    # A code location loaded with ENGRAM_SHARDS=8: the shard assets over 8 partitions, and this schedule.
+    location = Definitions(
+        assets=shard_sweeps(shard_partitions(8)),
+        schedules=[schedule],
+        resources={"engram": EngramStore(uri=str(tmp_path / "store"), embedder="hashing")},
+    )
+    requests = list(evaluate(temp_instance, schedule, location.get_repository_def()).run_requests or [])
+    assert [r.partition_key for r in requests] == [str(k) for k in range(8)]
+    assert len({r.run_key for r in requests}) == 8
+
+
+def test_merge_plan_schedule_requests_one_run_per_agent_with_deterministic_run_keys(
     temp_instance: DagsterInstance, seeded: MemoryStore
 ) -> None:
     instance = temp_instance
     instance.add_dynamic_partitions(AGENTS, seeded.agents())
-    schedule = schedule_named(Settings.from_env({}), "stm_promotion_schedule")
+    schedule = schedule_named(
+        Settings.from_env({"ENGRAM_CORPUS_MERGE_INTERVAL_MS": "86400000"}), "corpus_merge_plan_schedule"
+    )
     agents = instance.get_dynamic_partitions(AGENTS)
 
-    def evaluate() -> list[RunRequest]:
-        with build_schedule_context(instance=instance, scheduled_execution_time=TICK, repository_def=REPO) as context:
-            return list(schedule.evaluate_tick(context).run_requests or [])
-
-    requests = evaluate()
+    requests = list(evaluate(instance, schedule).run_requests or [])
     assert sorted(r.partition_key for r in requests) == sorted(agents)
-    assert {r.run_key for r in requests} == {f"stm_promotion_schedule:{a}:{TICK.isoformat()}" for a in agents}
-    assert [r.run_key for r in evaluate()] == [r.run_key for r in requests]
+    assert {r.run_key for r in requests} == {f"corpus_merge_plan_schedule:{a}:{TICK.isoformat()}" for a in agents}
+    assert [r.run_key for r in evaluate(instance, schedule).run_requests or []] == [r.run_key for r in requests]
 
 
-def test_schedule_without_agents_skips_and_says_why(temp_instance: DagsterInstance) -> None:
-    schedule = schedule_named(Settings.from_env({}), "decay_schedule")
-    with build_schedule_context(instance=temp_instance, scheduled_execution_time=TICK, repository_def=REPO) as context:
-        data = schedule.evaluate_tick(context)
+def test_merge_plan_schedule_without_agents_skips_and_says_why(temp_instance: DagsterInstance) -> None:
+    data = evaluate(temp_instance, schedule_named(Settings.from_env({}), "corpus_merge_plan_schedule"))
     assert not data.run_requests and "agent_partitions_sensor" in (data.skip_message or "")
 
 
@@ -126,11 +164,3 @@ def test_interval_zero_leaves_the_schedule_stopped() -> None:
 )
 def test_interval_cron(ms: int, cron: str) -> None:
     assert interval_cron(ms) == cron
-
-
-def test_consolidation_schedule_passes_its_config(temp_instance: DagsterInstance) -> None:
-    temp_instance.add_dynamic_partitions(AGENTS, ["a1"])
-    schedule = schedule_named(Settings.from_env({}), "consolidation_schedule")
-    with build_schedule_context(instance=temp_instance, scheduled_execution_time=TICK, repository_def=REPO) as context:
-        (request,) = schedule.evaluate_tick(context).run_requests or []
-    assert request.run_config["ops"]["episode_clusters"]["config"] == {"scope": "recent"}

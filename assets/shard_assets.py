@@ -13,7 +13,7 @@ from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Materiali
 from assets._report import sweep_metadata, timed
 from assets.partitions import PASS_RETRY, shards
 from assets.resources import EngramStore
-from engram_pipeline.lifecycle.sweep import agents_in_shard, sweep
+from engram_pipeline.lifecycle.sweep import sweep
 
 PREFIX = "shards"
 GROUP = "shards"
@@ -81,7 +81,7 @@ def shard_sweep(name: str, partitions_def: PartitionsDefinition) -> AssetsDefini
     )
     def _sweep(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
         store = engram.open()
-        agents = agents_in_shard(store, int(context.partition_key))
+        agents = store.agents_in_shard(int(context.partition_key))
         report, seconds = timed(sweep, store, pass_name, agents)
         return MaterializeResult(
             metadata=sweep_metadata(f"{title}, shard {context.partition_key}", report, duration_s=seconds)

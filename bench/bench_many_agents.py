@@ -10,7 +10,7 @@ distinct sentence of random words (``bench_store.texts``); a fifth are short-ter
 40 days and some accesses, so promotion, decay, the neighbour graph and the five stages all read and decide.
 
 Measured in one run, for each agent count:
-(a) the shard sweeps: ``sweep(store, "pipeline", agents_in_shard(store, k))`` for every shard ``k`` of the
+(a) the shard sweeps: ``sweep(store, "pipeline", store.agents_in_shard(k))`` for every shard ``k`` of the
     store (``--shards``, default ``ENGRAM_SHARDS``), at one ``now``; wall time and commits
     (``store.table_versions()`` before and after, summed over the tables);
 (b) the reference, per agent: ``run_pipeline(store, agent)`` one agent after another, on a copy of the same
@@ -48,7 +48,7 @@ from bench_store import texts  # noqa: E402
 
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import run_pipeline  # noqa: E402
-from engram_pipeline.lifecycle.sweep import agents_in_shard, sweep  # noqa: E402
+from engram_pipeline.lifecycle.sweep import sweep  # noqa: E402
 from engram_pipeline.model import utcnow  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
@@ -103,7 +103,7 @@ def shard_sweeps(store: MemoryStore, shards: int, now: datetime) -> tuple[float,
     reported = 0
     for k in range(shards):
         t = time.perf_counter()
-        swept = len(sweep(store, "pipeline", agents_in_shard(store, k), now=now).agents)
+        swept = len(sweep(store, "pipeline", store.agents_in_shard(k), now=now).agents)
         reported += swept
         print(f"    shard {k}: {swept} agents in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     return time.perf_counter() - start, commits(before, store.table_versions()), reported

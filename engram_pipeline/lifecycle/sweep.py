@@ -13,7 +13,7 @@ give the same result for that agent as a sweep that includes it.
 >>> report = sweep(store, "ltm_decay", ["alice", "bob"])
 >>> sorted(report.agents), report.totals()["processed"]
 (['alice', 'bob'], 2)
->>> agents_in_shard(store, 0)
+>>> store.agents_in_shard(0)
 ['alice', 'bob']
 """
 
@@ -33,7 +33,6 @@ from engram_pipeline.lifecycle.health import health
 from engram_pipeline.lifecycle.pipeline import run_pipeline
 from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.model import utcnow
-from engram_pipeline.store.sharding import shard_of
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -76,13 +75,3 @@ def sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: 
     run = SWEEPS[pass_name]
     return SweepReport(pass_name, now, {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))})
 
-
-def agents_in_shard(store: MemoryStore, shard: int) -> list[str]:
-    """The agents (sorted) whose rows live in shard ``shard`` of ``store``: what a shard's sweep runs over."""
-    shards = store.settings.shards
-    if not 0 <= shard < shards:
-        raise ValueError(
-            f"no shard {shard} in a store of {shards} shard(s) (ENGRAM_SHARDS); shards are 0..{shards - 1}"
-        )
-    # One place for the rule until the store answers it itself (MemoryStore.agents_in_shard, once it is sharded).
-    return [agent for agent in store.agents() if shard_of(agent, shards) == shard]

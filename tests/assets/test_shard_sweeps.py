@@ -15,7 +15,6 @@ from assets.partitions import shard_keys, shard_partitions
 from assets.resources import EngramStore, RunScopedIOManager
 from assets.shard_assets import shard_key, shard_sweeps
 from engram_pipeline.importer import import_jsonl
-from engram_pipeline.lifecycle.sweep import agents_in_shard
 from engram_pipeline.sample import AGENTS, load_sample_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -62,7 +61,9 @@ def materialize_shard(uri: str, tmp_path: Path, names: list[str], shard: str) ->
 
 @pytest.mark.slow
 def test_a_shard_run_sweeps_exactly_its_agents(sharded_uri: str, tmp_path: Path) -> None:
-    store = MemoryStore.open(sharded_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    store = MemoryStore.open(
+        sharded_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", "ENGRAM_SHARDS": str(SHARDS)})
+    )
     agents = store.agents()
     assert len(agents) == len(AGENTS) * COPIES
     shard, members = busiest_shard(agents)
@@ -81,7 +82,9 @@ def test_a_shard_run_sweeps_exactly_its_agents(sharded_uri: str, tmp_path: Path)
 
 @pytest.mark.slow
 def test_the_full_pipeline_of_a_shard_reports_per_agent_figures(sharded_uri: str, tmp_path: Path) -> None:
-    store = MemoryStore.open(sharded_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    store = MemoryStore.open(
+        sharded_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", "ENGRAM_SHARDS": str(SHARDS)})
+    )
     shard, members = busiest_shard(store.agents())
 
     (metadata,) = materialize_shard(sharded_uri, tmp_path, ["pipeline"], shard).values()
@@ -102,6 +105,6 @@ def test_the_code_locations_shard_job_runs_over_its_shards(resources: dict[str, 
         assert result.success
         metadata = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
         assert set(metadata) == {shard_key("importance_decay"), shard_key("confidence_decay")}
-        assert metadata[shard_key("importance_decay")]["agents"].value == len(agents_in_shard(seeded, int(key)))
-        swept += agents_in_shard(seeded, int(key))
+        assert metadata[shard_key("importance_decay")]["agents"].value == len(seeded.agents_in_shard(int(key)))
+        swept += seeded.agents_in_shard(int(key))
     assert sorted(swept) == seeded.agents()

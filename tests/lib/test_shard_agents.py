@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_pipeline.lifecycle.sweep import agents_in_shard, sweep
+from engram_pipeline.lifecycle.sweep import sweep
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.sharding import by_shard
@@ -24,17 +24,17 @@ def sharded(tmp_path: Path) -> MemoryStore:
 
 
 def test_the_shards_partition_the_agents(sharded: MemoryStore) -> None:
-    shards = [agents_in_shard(sharded, k) for k in range(SHARDS)]
+    shards = [sharded.agents_in_shard(k) for k in range(SHARDS)]
     assert sorted(a for agents in shards for a in agents) == sharded.agents()  # each agent once
     assert {k: agents for k, agents in enumerate(shards) if agents} == by_shard(sharded.agents(), SHARDS)
 
 
 def test_a_shard_sweep_reports_its_agents(sharded: MemoryStore) -> None:
-    agents = agents_in_shard(sharded, 1)
+    agents = sharded.agents_in_shard(1)
     assert sorted(sweep(sharded, "health", agents).agents) == agents
 
 
 @pytest.mark.parametrize("shard", [-1, SHARDS])
 def test_a_shard_outside_the_store_is_refused(sharded: MemoryStore, shard: int) -> None:
-    with pytest.raises(ValueError, match=f"no shard {shard} in a store of {SHARDS}"):
-        agents_in_shard(sharded, shard)
+    with pytest.raises(ValueError, match=rf"shard must be in \[0, {SHARDS}\); got {shard}"):
+        sharded.agents_in_shard(shard)

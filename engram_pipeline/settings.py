@@ -83,7 +83,8 @@ class Settings:
         doc="Memory tables the store spreads agents over (a stable hash of `agent_id`), fixed when the store is "
         "made: it refuses to open with another count (`engram migrate --shards N` re-shards it). 1 suits one "
         "machine; a deployment sets about one shard per concurrent writer process (`bench/bench_shards.py`, "
-        "4 writers, 2 cores: 1.7x the commits/s at 2-8 shards, opening 1.3x / 2.4x / 5.3x slower at 2 / 4 / 8)",
+        "4 writers on 2 busy cores, local directory: 0.8-1.8x the commits/s of one table at 2-8 shards over two "
+        "runs, CPU-bound; opening 1.1-1.3x / 2.1-2.4x / 5.3-7.2x slower at 2 / 4 / 8)",
     )
     # embedders
     embedder: str = _env(

@@ -101,9 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     partitions = [p for p in (args.partitions or "").split(",") if p]
     with DagsterInstance.get() as instance:
         if by_shard == {True}:
-            unknown = [p for p in partitions if p not in shards.get_partition_keys()]
+            keys = shards.get_partition_keys()
+            unknown = [p for p in partitions if p not in keys]
             if unknown:
-                print(f"error: unknown shards: {', '.join(unknown)} (ENGRAM_SHARDS={len(shards.get_partition_keys())})", file=sys.stderr)
+                print(f"error: unknown shards: {', '.join(unknown)} (ENGRAM_SHARDS={len(keys)})", file=sys.stderr)
                 return 1
         else:
             registered = set(instance.get_dynamic_partitions(AGENTS))

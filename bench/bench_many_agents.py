@@ -24,8 +24,9 @@ Measured in one run, for each agent count:
 
 Goal (issue 11): 10,000 agents x 100 memories through the whole pipeline in under 10 minutes on 2 cores, and a
 per-memory cost within 2x of the one-agent figure. ``sweep`` runs the per-agent passes one agent after another
-until its columnar version lands, so today (a) and (b) cost about the same: this script is what measures the
-change. The machine is shared: the ``uptime`` load is printed first; compare ratios, not absolutes.
+until its columnar version lands, so today (a) costs at least what (b) does per agent (more: a sample on a fresh
+copy pays no growth), and this script is what measures the change. The machine is shared: the ``uptime`` load
+is printed first; compare ratios, not absolutes.
 """
 
 from __future__ import annotations

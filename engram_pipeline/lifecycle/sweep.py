@@ -5,6 +5,13 @@
 them. Every pass in :data:`SWEEPS` runs through here; the per-agent functions stay the API for one agent and
 give the same result for that agent as a sweep that includes it.
 
+The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard`, the store's
+``ENGRAM_SHARDS``), and each group runs as one columnar sweep where the pass has one (:data:`COLUMNAR`): one read
+of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
+cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
+resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. The other passes still run
+agent by agent inside the sweep (same reports, per-agent cursors).
+
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
@@ -25,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.lifecycle.confidence import decay_confidence
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
-from engram_pipeline.lifecycle.decay import decay_importance
+from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
 from engram_pipeline.lifecycle.health import health
 from engram_pipeline.lifecycle.pipeline import run_pipeline
-from engram_pipeline.lifecycle.promotion import promote_stm
+from engram_pipeline.lifecycle.promotion import promote_stm, promotion_sweep
 from engram_pipeline.model import utcnow
+from engram_pipeline.store.sharding import by_shard
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -43,6 +51,11 @@ SWEEPS: dict[str, Callable[..., Any]] = {
     "archival": archive_faded,
     "health": health,
     "pipeline": run_pipeline,
+}
+# pass name -> its columnar sweep over the agents of one shard (store, agent_ids, *, now=...) -> {agent: report}
+COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
+    "stm_promotion": promotion_sweep,
+    "ltm_decay": decay_sweep,
 }
 
 
@@ -64,9 +77,19 @@ class SweepReport:
 
 
 def sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime | None = None) -> SweepReport:
-    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time)."""
+    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time), one sweep per shard."""
     if pass_name not in SWEEPS:
         raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(SWEEPS))}")
     now = now or utcnow()
+    agents: dict[str, Any] = {}
+    for group in by_shard(agent_ids, store.settings.shards).values():
+        agents.update(shard_sweep(store, pass_name, group, now=now))
+    return SweepReport(pass_name, now, dict(sorted(agents.items())))
+
+
+def shard_sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime) -> dict[str, Any]:
+    """``pass_name`` over agents of one shard: its columnar sweep, or else agent by agent."""
+    if pass_name in COLUMNAR:
+        return COLUMNAR[pass_name](store, agent_ids, now=now)
     run = SWEEPS[pass_name]
-    return SweepReport(pass_name, now, {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))})
+    return {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -57,6 +57,7 @@ class AccessFold:
     applied: int  # of those, rows still at the version read, whose counts were added
     dropped_stale_claims: int  # entries a dead fold had claimed, deleted unapplied
     reindexed: bool  # whether the fold refreshed the vector index
+    by_agent: dict[str, int] = field(default_factory=dict)  # ``entries`` per agent (for a sweep's reports)
 
 
 class AccessLog:
@@ -95,25 +96,36 @@ class AccessLog:
             conds.append(f"id IN {in_list(list(ids))}")
         return _summed(self._read(" AND ".join(conds) or None))
 
-    def _read(self, where: str | None) -> pl.DataFrame:
+    def _read(self, where: str | None, *, with_agent: bool = False) -> pl.DataFrame:
         q = self.table.search()
         if where:
             q = q.where(where)
-        df = pl.from_arrow(q.select(list(_LOG_FRAME)).limit(None).to_arrow())
+        columns = [*_LOG_FRAME, "agent_id"] if with_agent else list(_LOG_FRAME)
+        df = pl.from_arrow(q.select(columns).limit(None).to_arrow())
         assert isinstance(df, pl.DataFrame)
         return df
 
 
 def fold_access(
-    store: MemoryStore, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
+    store: MemoryStore,
+    agent_id: str | Sequence[str] | None = None,
+    *,
+    now: datetime | None = None,
+    reindex: bool = True,
 ) -> AccessFold:
-    """Fold the logged reads of ``agent_id`` (default: every agent) into ``memories``; see the module.
+    """Fold the logged reads of ``agent_id`` (one id, a sequence of them for a sweep, default: every agent)
+    into ``memories``; see the module.
 
     ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
     """
     log = store.access_log
     now = now or utcnow()
-    scope = eq("agent_id", agent_id) if agent_id is not None else "true"
+    if agent_id is None or isinstance(agent_id, str):
+        scope = eq("agent_id", agent_id) if agent_id is not None else "true"
+    elif agent_id:
+        scope = f"agent_id IN {in_list(sorted(set(agent_id)))}"
+    else:
+        return AccessFold(0, 0, 0, 0, False)
     if not log.table.count_rows(None if agent_id is None else scope):  # no commit when idle
         return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store))
     stale = (
@@ -131,14 +143,17 @@ def fold_access(
     if not claimed:
         return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store))
     mine = eq("claimed_by", fold_id)
-    summed = _summed(log._read(mine))
+    claimed_rows = log._read(mine, with_agent=True)
+    by_agent = dict(claimed_rows.group_by("agent_id").len().iter_rows())
+    summed = _summed(claimed_rows.drop("agent_id"))
     applied = 0
     for (times,), group in summed.group_by("times"):
         at = cast(datetime, group["at"].max())
         applied += store.record_access(group.select("id", "version").to_dicts(), times=int(times), at=at)
     _with_retry(lambda: log.table.delete(mine))
     _compact_log(log.table)
-    return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store))
+    reindexed = reindex and refresh_vector_index(store)
+    return AccessFold(claimed, summed.height, applied, dropped, reindexed, by_agent)
 
 
 _LOG_FRAME: dict[str, pl.DataType] = {

@@ -49,6 +49,8 @@ from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
 
+AGENT_CHUNK = 1000  # agents per query of a multi-agent read (an IN list of that many quoted ids)
+
 
 class MemoryStore:
     """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``.
@@ -184,6 +186,34 @@ class MemoryStore:
         if columns:
             q = q.select(columns)
         return q.limit(None).to_arrow()
+
+    def scan_agents(
+        self,
+        agent_ids: Sequence[str],
+        *,
+        columns: list[str] | None = None,
+        where: str | None = None,
+        version: int | None = None,
+    ) -> pa.Table:
+        """All rows of every agent in ``agent_ids`` as one Arrow table: :meth:`scan` for a set of agents (a
+        sweep's one read). Long lists are read in chunks of :data:`AGENT_CHUNK` agents (one query each) and
+        concatenated; no agent means an empty table of the schema (or of ``columns``)."""
+        agents = sorted(set(agent_ids))
+        table = self.memories
+        if version is not None:
+            table = self.db.open_table("memories")
+            table.checkout(version)
+        parts = []
+        for start in range(0, len(agents), AGENT_CHUNK):
+            cond = f"agent_id IN {in_list(agents[start : start + AGENT_CHUNK])}" + (f" AND ({where})" if where else "")
+            q = table.search().where(cond)
+            if columns:
+                q = q.select(columns)
+            parts.append(q.limit(None).to_arrow())
+        if not parts:
+            schema = self.memory_schema
+            return schema.empty_table() if not columns else pa.schema([schema.field(c) for c in columns]).empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def list_memories(
         self,
@@ -463,7 +493,8 @@ class MemoryStore:
     def links_of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:
         return self.links.of(memory_ids, rel=rel)
 
-    def links_for_agent(self, agent_id: str) -> pa.Table:
+    def links_for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
+        """The links of one agent, or of every agent in a sequence of ids (a sweep)."""
         return self.links.for_agent(agent_id)
 
     def save_plan(

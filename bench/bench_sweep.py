@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--loop-repeats", type=int, default=1)
+    parser.add_argument("--passes", nargs="+", choices=list(PER_AGENT), default=list(PER_AGENT))
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
@@ -140,7 +141,8 @@ def main() -> None:
         agents = build(str(root / "base"), args.agents, args.memories)
         rows = args.agents * args.memories
         print(f"built {args.agents} agents x {args.memories} memories ({rows} rows) in {time.perf_counter() - t:.0f} s")
-        for name, per_agent in PER_AGENT.items():
+        for name in args.passes:
+            per_agent = PER_AGENT[name]
             swept: list[tuple[float, dict[str, int]]] = []
             looped: list[tuple[float, dict[str, int]]] = []
             end_state = None

@@ -111,6 +111,8 @@ def run_batched(
     outcome: dict[str, str] = dict(cursor.state.get("outcome", {}))
     per_agent = bool(cursor.agents)
     by_agent: dict[str, dict[str, int]] = {a: dict(c) for a, c in cursor.state.get("by_agent", {}).items()}
+    if per_agent and "by_agent" not in cursor.state and len(cursor.agents) == 1:
+        by_agent = {cursor.agents[0]: dict(cursor.counts)}  # a one-agent cursor saved without a split (older code)
     if recount is not None and (unrecorded := cursor.unrecorded(list(recount.columns))) is not None:
         counted = recount.count(*unrecorded)
         found = counted if isinstance(counted, BatchResult) else BatchResult(counted)

@@ -300,7 +300,9 @@ class PassCursor:
         if not self.state.get("resumed") or version is None:
             return None
         try:
-            return agent_frame(self.store, self.scanned, columns, where, version=version).to_arrow()
+            if not self.agents:
+                return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
+            return self.store.scan_agents(self.agents, columns=columns, where=where, version=version)
         except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
             return None
 

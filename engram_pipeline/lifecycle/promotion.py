@@ -23,8 +23,8 @@ collapsed or expired after the last recorded batch, and writes the ``duplicate-o
 attempt died before its links commit.
 
 In a sweep the rules that are per agent stay per agent: the LTM quota is each agent's (ranked within the
-agent), and an LTM duplicate is searched among the agent's own rows (one multi-vector query per agent that has
-eligible rows; agents with none cost no query). Everything else is one frame, and the batches span agents.
+agent), and an LTM duplicate is searched among the agent's own rows (exact cosine, one matrix product per agent
+with eligible rows, from one read of the vectors). Everything else is one frame, and the batches span agents.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
@@ -59,6 +60,7 @@ COLUMNS = [
 ]  # fmt: skip
 VISIBLE_LTM = f"tier = 'ltm' AND {VISIBLE_SQL}"
 WRITES = ("promote", "collapse", "expire", "relink")  # the actions that commit ("quota" only counts)
+DUPLICATE_CHUNK = 200  # agents whose vectors the duplicate search holds in memory at once
 
 
 @dataclass(frozen=True)
@@ -201,25 +203,47 @@ def _collapsed_at(now: datetime) -> pl.Expr:
 def _ltm_duplicates(
     store: MemoryStore, candidates: pl.DataFrame, not_ltm: list[str]
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """For each row of ``candidates`` (``id``, ``agent_id``), its nearest visible LTM row of its agent when at
-    or above the duplicate threshold: one multi-vector query per agent, not one per row."""
+    """For each row of ``candidates`` (``id``, ``agent_id``), its nearest visible LTM row of its own agent by
+    cosine, when at or above the duplicate threshold (ties: the lowest id). Exact and vectorised: the vectors of
+    the candidates and of their agents' visible LTM rows are read together (one read per
+    :data:`DUPLICATE_CHUNK` agents), and each agent's candidates are scored against its LTM rows in one matrix
+    product, so a sweep costs no query per agent or row."""
     if candidates.is_empty():
         return {}, {}
-    vectors = {r["id"]: r["vector"] for r in store.get_many(candidates["id"].to_list(), columns=["id", "vector"])}
+    wanted = candidates["id"]
+    agents = sorted(set(candidates["agent_id"].to_list()))
     not_yet = f" AND id NOT IN {in_list(not_ltm)}" if not_ltm else ""  # promoted by this very run
+    where = f"vector IS NOT NULL AND (tier = 'stm' OR ({VISIBLE_LTM}{not_yet}))"
+    dim = store.embedder.dimension
+    threshold = store.settings.duplicate_threshold
     dup_id: dict[str, str] = {}
     dup_score: dict[str, float] = {}
-    for (agent_id,), group in candidates.sort("id").group_by("agent_id", maintain_order=True):
-        ids = [i for i in group["id"].to_list() if vectors.get(i) is not None]
-        if not ids:
-            continue
-        hits = store.nearest(str(agent_id), [vectors[i] for i in ids], where=VISIBLE_LTM + not_yet, k=1)
-        for hit in hits:
-            score = 1.0 - float(hit["_distance"])
-            if score >= store.settings.duplicate_threshold:
-                src = ids[int(hit["query_index"])]
-                dup_id[src], dup_score[src] = hit["id"], score
+    for start in range(0, len(agents), DUPLICATE_CHUNK):
+        read = agent_frame(store, agents[start : start + DUPLICATE_CHUNK], ["id", "agent_id", "tier", "vector"], where)
+        read = read.with_columns(pl.col("id").is_in(wanted).alias("query"), (pl.col("tier") == "ltm").alias("target"))
+        for (_,), rows in read.filter(pl.col("query") | pl.col("target")).group_by("agent_id", maintain_order=True):
+            queries, targets = rows.filter(pl.col("query")), rows.filter(pl.col("target"))
+            if queries.is_empty() or targets.is_empty():
+                continue
+            q, t = _unit(queries["vector"], dim), _unit(targets["vector"], dim)
+            scores = q @ t.T
+            best = scores.argmax(axis=1)  # the first maximum: targets are sorted by id
+            top = scores[np.arange(len(best)), best]
+            target_ids = targets["id"].to_list()
+            for src, j, score in zip(queries["id"].to_list(), best.tolist(), top.tolist(), strict=True):
+                # Rounded: a matrix product's last bits depend on the shape of the block (a resumed run's has
+                # fewer rows), and the score is stored (metadata, link); the decision must not move with them.
+                score = round(min(1.0, float(score)), 6)
+                if score >= threshold:
+                    dup_id[src], dup_score[src] = target_ids[j], score
     return dup_id, dup_score
+
+
+def _unit(vectors: pl.Series, dim: int) -> np.ndarray:
+    """A vector column as unit rows (float64; a zero vector stays zero and matches nothing)."""
+    m = vectors.to_numpy().reshape(-1, dim).astype(np.float64) if vectors.len() else np.zeros((0, dim))
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
 
 
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:

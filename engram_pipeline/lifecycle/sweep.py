@@ -9,8 +9,9 @@ The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard
 ``ENGRAM_SHARDS``), and each group runs as one columnar sweep where the pass has one (:data:`COLUMNAR`): one read
 of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
 cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
-resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. The other passes still run
-agent by agent inside the sweep (same reports, per-agent cursors).
+resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) still runs
+agent by agent inside the sweep, and so do the pipeline's corpus merge plan and consolidation stages (same
+reports, per-agent cursors); the pipeline's other stages are sweeps.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -29,12 +30,12 @@ from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.lifecycle.archival import archive_faded
-from engram_pipeline.lifecycle.confidence import decay_confidence
-from engram_pipeline.lifecycle.contradictions import detect_contradictions
+from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
+from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
+from engram_pipeline.lifecycle.contradictions import contradiction_sweep, detect_contradictions
 from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
 from engram_pipeline.lifecycle.health import health
-from engram_pipeline.lifecycle.pipeline import run_pipeline
+from engram_pipeline.lifecycle.pipeline import pipeline_sweep, run_pipeline
 from engram_pipeline.lifecycle.promotion import promote_stm, promotion_sweep
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.sharding import by_shard
@@ -56,6 +57,10 @@ SWEEPS: dict[str, Callable[..., Any]] = {
 COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
     "stm_promotion": promotion_sweep,
     "ltm_decay": decay_sweep,
+    "confidence_decay": confidence_sweep,
+    "archival": archival_sweep,
+    "contradictions": contradiction_sweep,
+    "pipeline": pipeline_sweep,  # the columnar passes as sweeps, the others agent by agent inside it
 }
 
 

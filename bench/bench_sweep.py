@@ -1,6 +1,7 @@
 """Benchmark the columnar sweeps against the per-agent loop they replace, for the passes that have one.
 
     python bench/bench_sweep.py                        # 1,000 agents x 100 memories: sweeps 3 times, loops once
+                                                       # (the loops take 10-40 minutes on a shared 2-core machine)
     python bench/bench_sweep.py --agents 200 --repeats 1 --loop-repeats 1
 
 Data: ``--agents`` agents of ``--memories`` memories each (hashing embedder), inserted in bulk

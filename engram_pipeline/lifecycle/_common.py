@@ -26,9 +26,11 @@ nothing for a lease to keep apart. If another run of the pass began between this
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import uuid
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -38,23 +40,57 @@ import pyarrow as pa
 
 from engram_pipeline.lifecycle._lease import Lease, LeaseLost, PassBusy, _running_check
 from engram_pipeline.model import utcnow
+from engram_pipeline.store.sharding import by_shard, shard_scope
 from engram_pipeline.store.sql import lit
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id"]
+__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id", "sweep_key"]
 
 
 def new_run_id(pass_name: str) -> str:
     return f"{pass_name}-{utcnow():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
+def sweep_key(agent_ids: Sequence[str], shards: int) -> tuple[str, dict[str, Any] | None]:
+    """The cursor key and scope of a run over ``agent_ids``, which must all be in one shard of ``shards``.
+
+    One agent's run is keyed by the agent, as the per-agent pass is (a sweep of one agent *is* that pass);
+    several agents share one cursor row per shard, ``shard/<k>-of-<n>`` (no agent id holds a ``/``), whose
+    scope is a digest of the sorted agent list: a killed sweep resumes for the same agents, and a sweep of
+    another list closes it as ``abandoned_for`` (see :meth:`PassCursor.start`).
+
+    >>> sweep_key(["a"], 1)
+    ('a', None)
+    >>> key, scope = sweep_key(["b", "a", "a"], 1)
+    >>> key, scope["count"]
+    ('shard/0-of-1', 2)
+    """
+    groups = by_shard(agent_ids, shards)
+    if len(groups) != 1:
+        raise ValueError(f"a sweep runs over the agents of one shard, not {len(groups)}: group them with by_shard")
+    [(shard, agents)] = groups.items()
+    if len(agents) == 1:
+        return agents[0], None
+    digest = hashlib.blake2b("\0".join(agents).encode("utf-8"), digest_size=12).hexdigest()
+    return shard_scope(shard, shards), {"agents": digest, "count": len(agents)}
+
+
 def agent_frame(
-    store: MemoryStore, agent_id: str, columns: list[str] | None = None, where: str | None = None
+    store: MemoryStore,
+    agent_id: str | Sequence[str],
+    columns: list[str] | None = None,
+    where: str | None = None,
+    *,
+    version: int | None = None,
 ) -> pl.DataFrame:
-    """One agent's rows (optionally only ``columns``) as a polars frame, sorted by id."""
-    table = store.scan(agent_id, columns=columns, where=where)
+    """One agent's rows, or those of a sequence of agents (a sweep's one read), optionally only ``columns`` and
+    as of table ``version``, as a polars frame sorted by id."""
+    if isinstance(agent_id, str):
+        table = store.scan(agent_id, columns=columns, where=where, version=version)
+    else:
+        table = store.scan_agents(agent_id, columns=columns, where=where, version=version)
     df = pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
     return df.sort("id") if "id" in df.columns else df
@@ -62,7 +98,12 @@ def agent_frame(
 
 @dataclass
 class PassCursor:
-    """Resumable progress of one pass over one agent."""
+    """Resumable progress of one pass over one agent, or over a sweep's set of agents.
+
+    ``agent_id`` is the cursor's key: an agent id, or for a sweep over several agents a scope name that no agent
+    id can be (:func:`sweep_key`, say ``shard/3-of-8``: ids never hold a ``/``), so a sweep keeps one cursor row
+    per shard and run. ``agents`` are the agents whose rows the run reads (default: ``agent_id`` alone).
+    """
 
     store: MemoryStore
     pass_name: str
@@ -70,6 +111,7 @@ class PassCursor:
     state: dict[str, Any] = field(default_factory=dict)
     lease: Lease | None = None
     stale: bool = False  # begin() found that another run began after this one read the saved cursor
+    agents: tuple[str, ...] = ()
     _finalizer: Any = field(default=None, init=False, repr=False, compare=False)
     _deferred: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -83,6 +125,7 @@ class PassCursor:
         now: datetime | None = None,
         run_id: str | None = None,
         scope: dict[str, Any] | None = None,
+        agents: Sequence[str] = (),
     ) -> PassCursor:
         """Take the (pass, agent) lease, then resume an unfinished run of this pass (keeping its ``now`` and run
         id), or begin a new one. Raises :class:`PassBusy` when another run holds the lease past ``LEASE_WAIT``.
@@ -91,7 +134,9 @@ class PassCursor:
         commit, and an unfinished run of another scope is closed as ``abandoned_for`` instead of resumed.
         Call it from the pass function itself: the lease is held while that function runs (see :class:`Lease`).
         """
-        return cls._start(store, pass_name, agent_id, now, run_id, scope, _running_check(sys._getframe(1)))
+        cursor = cls._start(store, pass_name, agent_id, now, run_id, scope, _running_check(sys._getframe(1)))
+        cursor.agents = tuple(agents)
+        return cursor
 
     @classmethod
     def deferred(
@@ -103,6 +148,7 @@ class PassCursor:
         now: datetime | None = None,
         run_id: str | None = None,
         scope: dict[str, Any] | None = None,
+        agents: Sequence[str] = (),
     ) -> PassCursor:
         """Like :meth:`start`, but a new run takes the lease and saves its cursor only at :meth:`begin`, before
         its first write (see the module docstring): a run that finds nothing to do writes nothing. A killed run
@@ -110,10 +156,17 @@ class PassCursor:
         running = _running_check(sys._getframe(1))
         saved = store.get_cursor(pass_name, agent_id)
         if saved and not saved.get("done"):
-            return cls._start(store, pass_name, agent_id, now, run_id, scope, running)
-        cursor = cls(store, pass_name, agent_id, cls._new_state(store, pass_name, agent_id, now, run_id, scope))
-        cursor._deferred = (saved, running)
+            cursor = cls._start(store, pass_name, agent_id, now, run_id, scope, running)
+        else:
+            cursor = cls(store, pass_name, agent_id, cls._new_state(store, pass_name, agent_id, now, run_id, scope))
+            cursor._deferred = (saved, running)
+        cursor.agents = tuple(agents)
         return cursor
+
+    @property
+    def scanned(self) -> str | tuple[str, ...]:
+        """What the run reads: its agent, or its sweep's agents."""
+        return self.agents or self.agent_id
 
     @property
     def pending(self) -> bool:
@@ -254,7 +307,9 @@ class PassCursor:
         if not self.state.get("resumed") or version is None:
             return None
         try:
-            return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
+            if not self.agents:
+                return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
+            return self.store.scan_agents(self.agents, columns=columns, where=where, version=version)
         except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
             return None
 
@@ -287,13 +342,10 @@ class PassCursor:
         where = None if self.after is None else f"id > {lit(self.after)}"
         cols = list(dict.fromkeys(["id", *columns]))
         try:
-            then = self.store.scan(self.agent_id, columns=cols, where=where, version=int(version))
+            before = agent_frame(self.store, self.scanned, cols, where, version=int(version))
         except Exception:  # cleaned up by maintenance since: the counts of that attempt are lost
             return None
-        before = pl.from_arrow(then)
-        now = agent_frame(self.store, self.agent_id, cols, where=where)
-        assert isinstance(before, pl.DataFrame)
-        return before, now
+        return before, agent_frame(self.store, self.scanned, cols, where=where)
 
     @property
     def counts(self) -> dict[str, int]:

@@ -7,11 +7,14 @@ Archiving is soft: status ``archived`` (hidden from default recall, returned wit
 written through the compare-and-set with an audited pre-image so that ``store.restore(id)`` brings the row
 back as it was. Pinned rows and hidden rows (superseded, already archived) are left alone. A row edited
 concurrently is re-read once; if it still qualifies it is archived, else it is left (``unchanged``). The pass
-keeps its own cursor: a killed run resumes after its last committed batch and reports the whole run.
+keeps its own cursor: a killed run resumes after its last committed batch and reports the whole run. A sweep
+(:func:`archival_sweep`) archives for a set of agents of one shard in one run: one read, batches spanning
+agents, one cursor per shard.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -19,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, run_batched, write_decided
-from engram_pipeline.lifecycle._common import PassCursor
+from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, confidence_of
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 ACTOR = "consolidation"
 PASS_NAME = "archival"
+COUNTS = ("processed", "archived", "skipped_concurrent_edit")
 
 
 @dataclass(frozen=True)
@@ -50,16 +54,32 @@ def archive_faded(
     batch_size: int | None = None,
 ) -> ArchivalReport:
     """Archive the agent's visible, unpinned rows whose confidence is below the archive floor, in batches of
-    ``batch_size`` (default ``MEMORY_DECAY_BATCH_SIZE``); a killed run resumes from its cursor."""
+    ``batch_size`` (default ``MEMORY_DECAY_BATCH_SIZE``); a killed run resumes from its cursor. The sweep of
+    one agent."""
+    return archival_sweep(store, [agent_id], now=now, run_id=run_id, batch_size=batch_size)[agent_id]
+
+
+def archival_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
+) -> dict[str, ArchivalReport]:
+    """:func:`archive_faded` over every agent of ``agent_ids`` (all of one shard) in one columnar run."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     floor = float(store.settings.archive_confidence)
-    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    key, scope = sweep_key(agents, store.settings.shards)
+    cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now = cursor.now
     where = f"{VISIBLE_SQL} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
-    held = holders(store, agent_id)
+    held = holders(store, agents)
 
     def work() -> pl.DataFrame:
-        found = pl.from_arrow(store.scan(agent_id, columns=["id", "version"], where=where))
-        assert isinstance(found, pl.DataFrame)
+        found = agent_frame(store, agents, ["id", "agent_id", "version"], where=where)
         return found.filter(pl.col("id").is_in(held.archivable(found["id"].to_list())))
 
     commit = partial(_commit, store, now=now, run_id=cursor.run_id)
@@ -69,12 +89,17 @@ def archive_faded(
         work,
         lambda batch: write_decided(store, batch, commit, redecide, record=["archived"]),
         size=batch_size or store.settings.decay_batch_size,
-        counts=("processed", "archived", "skipped_concurrent_edit"),
-        recount=Recount(["status", "updated_at"], partial(_unrecorded_counts, now=now)),
+        counts=COUNTS,
+        recount=Recount(["agent_id", "status", "updated_at"], partial(_unrecorded_counts, now=now)),
     )
-    archived = tuple(sorted(i for i, what in run.outcome.items() if what == "archived"))
-    c = run.counts
-    return ArchivalReport(c["processed"], c["archived"], c["skipped_concurrent_edit"], archived, run.cursor)
+    done = sorted(i for i, what in run.outcome.items() if what == "archived")
+    owner = {r["id"]: r["agent_id"] for r in store.get_many(done, columns=["id", "agent_id"])}
+    out = {}
+    for agent in agents:
+        c = run.agent_counts(agent, COUNTS)
+        archived = tuple(i for i in done if owner.get(i) == agent)
+        out[agent] = ArchivalReport(c["processed"], c["archived"], c["skipped_concurrent_edit"], archived, run.cursor)
+    return out
 
 
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
@@ -101,5 +126,5 @@ def _unrecorded_counts(before: pl.DataFrame, after: pl.DataFrame, *, now: dateti
     done = after.join(was, on="id").filter(
         (pl.col("status") == "archived") & (pl.col("was") != "archived") & (pl.col("updated_at") == pl.lit(now))
     )
-    counts = {"processed": done.height, "archived": done.height}
-    return BatchResult(counts, dict.fromkeys(done["id"].to_list(), "archived"))
+    counted = count_frames({"processed": done, "archived": done})
+    return BatchResult(counted.counts, dict.fromkeys(done["id"].to_list(), "archived"), counted.by_agent)

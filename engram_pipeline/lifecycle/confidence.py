@@ -35,10 +35,16 @@ run resumes with the same ``now`` and decides from the rows and the graph as the
 its competition terms are those of an uninterrupted run (rows it had already written have moved on and are not
 written again), and it reports the whole run, counting what the killed attempt wrote after its last recorded
 batch.
+
+A sweep (:func:`confidence_sweep`) decays the rows of a set of agents of one shard in one run: one read of
+their rows, each agent's neighbour graph computed on its own rows inside the sweep (competition never spans
+agents), one vectorised decision over all of them, batches spanning agents, one cursor per shard.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -49,8 +55,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
-from engram_pipeline.lifecycle._common import PassCursor
+from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, sweep_key
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, confidence_of, confidences
@@ -63,7 +69,7 @@ if TYPE_CHECKING:
 PASS = "confidence_decay"
 ACTOR = "confidence_decay"
 _DAY_US = 86_400e6
-_COLUMNS = ["id", "version", "confidence", "pinned", "decayed_at", "created_at"]
+_COLUMNS = ["id", "agent_id", "version", "confidence", "pinned", "decayed_at", "created_at"]
 COUNTS = ("decayed", "archived", "skipped_concurrent_edit")
 
 
@@ -184,24 +190,43 @@ def decay_confidence(
 
     ``graph`` is a precomputed neighbour table (``src_id``, ``dst_id``, ``score``); without it the agent's
     graph is built (:func:`~engram_pipeline.lifecycle.graph.agent_graph`). Writes in batches of
-    ``batch_size`` rows (default ``MEMORY_DECAY_BATCH_SIZE``). Returns counts; see the module docstring.
+    ``batch_size`` rows (default ``MEMORY_DECAY_BATCH_SIZE``). Returns counts; see the module docstring. The
+    sweep of one agent.
     """
+    reports = confidence_sweep(store, [agent_id], graph=graph, now=now, run_id=run_id, batch_size=batch_size)
+    return reports[agent_id]
+
+
+def confidence_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    graph: Any = None,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
+) -> dict[str, ConfidenceDecayReport]:
+    """:func:`decay_confidence` over every agent of ``agent_ids`` (all of one shard) in one columnar run;
+    ``graph``, if given, holds the pairs of all of them (each agent's graph, concatenated)."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     s = store.settings
-    cursor = PassCursor.deferred(store, PASS, agent_id, now=now, run_id=run_id)
+    key, scope = sweep_key(agents, s.shards)
+    cursor = PassCursor.deferred(store, PASS, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now = cursor.now
-    held = holders(store, agent_id)
+    held = holders(store, agents)
     read: dict[str, Any] = {"graph": graph}
 
     def work() -> pl.DataFrame:
         # A resumed run decides from the rows as the run began (competition is computed once per run from the
         # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
         start = cursor.at_start(_COLUMNS, VISIBLE_SQL)
-        frame = (start if start is not None else store.scan(agent_id, columns=_COLUMNS, where=VISIBLE_SQL)).sort_by(
-            "id"
-        )
+        frame = start if start is not None else store.scan_agents(agents, columns=_COLUMNS, where=VISIBLE_SQL)
+        frame = frame.sort_by("id")
         graph = read["graph"] if not cursor.stale else None  # decided again: the rows moved since that graph
         if graph is None and frame.num_rows > 1:
-            graph = agent_graph(store, agent_id, version=None if start is None else cursor.started_version)
+            graph = agent_graph(store, agents, version=None if start is None else cursor.started_version)
         read.update(frame=frame, graph=graph)
         ids = frame["id"].combine_chunks()
         plan = plan_decay(
@@ -216,6 +241,7 @@ def decay_confidence(
         return pl.DataFrame(
             {
                 "id": ids.to_pylist(),
+                "agent_id": frame["agent_id"].to_pylist(),
                 "version": frame["version"].to_numpy(),
                 "confidence": plan.confidence,
                 "competition": plan.competition,
@@ -232,11 +258,16 @@ def decay_confidence(
         lambda batch: write_decided(store, batch, commit, lambda fresh: redecide(fresh, batch)),
         size=batch_size or s.decay_batch_size,
         counts=COUNTS,
-        recount=Recount(["decayed_at", "status", "pinned"], partial(_unrecorded_counts, now=now)),
+        recount=Recount(["agent_id", "decayed_at", "status", "pinned"], partial(_unrecorded_counts, now=now)),
     )
-    c = run.counts
-    processed = read["frame"].num_rows
-    return ConfidenceDecayReport(c["decayed"], c["archived"], c["skipped_concurrent_edit"], processed, run.cursor)
+    processed = Counter(read["frame"]["agent_id"].to_pylist())
+    out = {}
+    for agent in agents:
+        c = run.agent_counts(agent, COUNTS)
+        out[agent] = ConfidenceDecayReport(
+            c["decayed"], c["archived"], c["skipped_concurrent_edit"], processed[agent], run.cursor
+        )
+    return out
 
 
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
@@ -278,22 +309,22 @@ def _redecide(
         pinned = bool(r.get("pinned"))
         goes = not pinned and change["confidence"] < settings.archive_confidence and held.may_archive(r["id"])
         rows.append(
-            {"id": r["id"], "version": r["version"], "confidence": change["confidence"],
+            {"id": r["id"], "agent_id": r["agent_id"], "version": r["version"], "confidence": change["confidence"],
              "competition": comp.get(r["id"], 0.0), "pinned": pinned, "archive": goes}
         )  # fmt: skip
     return pl.DataFrame(rows, schema=batch.schema)
 
 
-def _unrecorded_counts(before: pl.DataFrame, after: pl.DataFrame, *, now: datetime) -> dict[str, int]:
+def _unrecorded_counts(before: pl.DataFrame, after: pl.DataFrame, *, now: datetime) -> BatchResult:
     """What killed attempts of this run wrote after its last recorded batch (see ``PassCursor.unrecorded``):
     rows it decayed or archived carry ``decayed_at = now``; pinned rows only advance it."""
     was = before.select("id", pl.col("decayed_at").alias("was_at"), pl.col("status").alias("was"))
     written = after.join(was, on="id").filter(
         (pl.col("decayed_at") == pl.lit(now)) & pl.col("was_at").ne_missing(pl.lit(now))
     )
-    archived = written.filter((pl.col("status") == "archived") & (pl.col("was") != "archived")).height
-    decayed = written.filter((pl.col("status") != "archived") & ~pl.col("pinned").fill_null(False)).height
-    return {"decayed": decayed, "archived": archived}
+    archived = written.filter((pl.col("status") == "archived") & (pl.col("was") != "archived"))
+    decayed = written.filter((pl.col("status") != "archived") & ~pl.col("pinned").fill_null(False))
+    return count_frames({"decayed": decayed, "archived": archived})
 
 
 def _fresh_change(row: Memory, comp: float, now: datetime, rate: float) -> dict[str, Any] | None:

@@ -21,10 +21,16 @@ already flagged both ways is not a candidate again, so a second run changes noth
 ``contradicts`` link of a flagged pair that has none: a run killed between the two commits left it out). A
 resumed run counts the pairs its killed attempt flagged after the last recorded batch, and reports the whole
 run.
+
+A sweep (:func:`contradiction_sweep`) judges the pairs of a set of agents of one shard in one run: one read of
+their rows, each agent's neighbour graph computed on its own rows inside the sweep (a pair never spans two
+agents), batches of anchors spanning agents, one cursor per shard; each agent's report is its share.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,8 +39,8 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.claims import detect_contradiction
-from engram_pipeline.lifecycle._batched import Recount, run_batched
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle._batched import BatchResult, Recount, count_frames, run_batched
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import CONTRADICTION_POLICIES, Settings, SettingsError
@@ -48,7 +54,10 @@ PASS_NAME = "contradictions"
 ACTOR = "contradiction_detection"
 BATCH_SIZE = 1000  # anchor rows (the smaller id of a pair) per compare-and-set batch
 COUNTS = ("candidates", "flagged", "superseded", "skipped_concurrent_edit")
-_COLUMNS = ["id", "content", "content_hash", "status", "superseded_by", "contradiction_with", "created_at", "version"]
+_COLUMNS = [
+    "id", "agent_id", "content", "content_hash", "status", "superseded_by", "contradiction_with", "created_at",
+    "version",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -77,13 +86,35 @@ def detect_contradictions(
     """Flag or supersede the contradicting pairs of ``agent_id``'s similar memories; see the module doc.
 
     ``graph`` is the agent's precomputed neighbour graph (any floor at or below the contradiction band);
-    ``policy`` overrides ``MEMORY_CONTRADICTION_POLICY``.
+    ``policy`` overrides ``MEMORY_CONTRADICTION_POLICY``. The sweep of one agent.
     """
+    reports = contradiction_sweep(
+        store, [agent_id], graph=graph, now=now, run_id=run_id, policy=policy, batch_size=batch_size
+    )
+    return reports[agent_id]
+
+
+def contradiction_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    graph: pa.Table | None = None,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    policy: str | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> dict[str, ContradictionReport]:
+    """:func:`detect_contradictions` over every agent of ``agent_ids`` (all of one shard) in one run; ``graph``,
+    if given, holds the pairs of all of them."""
     settings = store.settings
     policy = policy or settings.contradiction_policy
     if policy not in CONTRADICTION_POLICIES:
         raise SettingsError(f"contradiction policy {policy!r}: must be one of {', '.join(CONTRADICTION_POLICIES)}")
-    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
+    key, scope = sweep_key(agents, settings.shards)
+    cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     rows: dict[str, Memory] = {}
     linked: set[frozenset[str]] = set()
     by_anchor: dict[str, list[tuple[str, str, float]]] = {}
@@ -92,19 +123,19 @@ def detect_contradictions(
     def work() -> pl.DataFrame:
         """The anchors with candidate pairs, and whether judging them would write (a confirmed contradiction,
         or a flagged pair whose link a killed run did not write)."""
-        frame = agent_frame(store, agent_id, columns=_COLUMNS, where=VISIBLE_SQL)
-        graph = read["graph"] if read["graph"] is not None and not cursor.stale else agent_graph(store, agent_id)
+        frame = agent_frame(store, agents, columns=_COLUMNS, where=VISIBLE_SQL)
+        graph = read["graph"] if read["graph"] is not None and not cursor.stale else agent_graph(store, agents)
         pairs = _ordered_pairs(_candidate_band(graph, settings))
         involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
         rows.clear()
         rows.update({r["id"]: r for r in frame.filter(pl.col("id").is_in(list(involved))).to_dicts()})
         linked.clear()
-        linked.update(_linked_pairs(store, agent_id))
+        linked.update(_linked_pairs(store, agents))
         by_anchor.clear()
         for a, b, score in pairs.iter_rows():
             if a in rows and b in rows:  # both still visible
                 by_anchor.setdefault(a, []).append((a, b, score))
-        read.update(scanned=frame.height, pairs=pairs)
+        read.update(scanned=Counter(frame["agent_id"].to_list()), pairs=pairs)
         anchors = sorted(by_anchor)
         writes = [any(_would_write(rows[a], rows[b], linked, policy) for a, b, _ in by_anchor[x]) for x in anchors]
         return pl.DataFrame({"anchor": anchors, "writes": writes}, schema={"anchor": pl.String, "writes": pl.Boolean})
@@ -121,12 +152,15 @@ def detect_contradictions(
         counts=COUNTS,
         key="anchor",
         recount=Recount(
-            ["contradiction_with", "superseded_by", "metadata"],
+            ["agent_id", "contradiction_with", "superseded_by", "metadata"],
             lambda before, after: _unrecorded_counts(before, after, pairs=read["pairs"], now=cursor.now, policy=policy),
         ),
         summary={"policy": policy},
     )
-    return ContradictionReport(scanned=read["scanned"], **run.counts, cursor=run.cursor)
+    return {
+        agent: ContradictionReport(scanned=read["scanned"][agent], **run.agent_counts(agent, COUNTS), cursor=run.cursor)
+        for agent in agents
+    }
 
 
 def _would_write(ra: Memory, rb: Memory, linked: set[frozenset[str]], policy: str) -> bool:
@@ -144,11 +178,11 @@ def _run_batch(
     linked: set[frozenset[str]],
     policy: str,
     cursor: PassCursor,
-) -> dict[str, int]:
+) -> BatchResult:
     """Judge one batch of candidate pairs and write its verdicts in one compare-and-set (plus one links add)."""
     confirmed: list[tuple[Memory, Memory, float, str]] = []  # (newer, older, score, reason)
     unlinked: list[tuple[Memory, Memory, float, str]] = []  # flagged both ways, but the link was never written
-    candidates = 0
+    candidates: list[str] = []  # the anchor of each judged pair
     for a, b, score in pairs:
         ra, rb = rows[a], rows[b]
         if a in hidden or b in hidden:
@@ -159,13 +193,13 @@ def _run_batch(
             if policy == "flag" and frozenset((a, b)) not in linked:
                 unlinked.append((newer, older, score, ""))
             continue
-        candidates += 1
+        candidates.append(a)
         hit = detect_contradiction(ra["content"], rb["content"])
         if hit is not None:
             confirmed.append((newer, older, score, hit.reason))
     if not confirmed:
         _add_links(store, unlinked, "contradicts", linked, cursor)
-        return {"candidates": candidates}
+        return _by_agent(rows, {"candidates": candidates})
     ids = {r["id"] for n, o, _, _ in confirmed for r in (n, o)}
     expected = {i: int(rows[i]["version"]) for i in ids}
     judged = {i: rows[i]["content_hash"] for i in ids}
@@ -198,12 +232,25 @@ def _run_batch(
         rel, written = "contradicts", [c for c in confirmed if c[0]["id"] in done and c[1]["id"] in done]
     _refresh(store, rows, result.applied)
     _add_links(store, [*written, *unlinked], rel, linked, cursor)
-    return {
-        "candidates": candidates,
-        "flagged": len(written) if policy == "flag" else 0,
-        "superseded": len(result.applied) if policy == "supersede" else 0,
-        "skipped_concurrent_edit": len(result.skipped_concurrent_edit),
-    }
+    return _by_agent(
+        rows,
+        {
+            "candidates": candidates,
+            "flagged": [n["id"] for n, _, _, _ in written] if policy == "flag" else [],
+            "superseded": list(result.applied) if policy == "supersede" else [],
+            "skipped_concurrent_edit": list(result.skipped_concurrent_edit),
+        },
+    )
+
+
+def _by_agent(rows: dict[str, Memory], counted: dict[str, list[str]]) -> BatchResult:
+    """Counts of the ids under each name, in all and per agent (the agent of each id's row)."""
+    by_agent: dict[str, dict[str, int]] = {}
+    for name, ids in counted.items():
+        for i in ids:
+            mine = by_agent.setdefault(rows[i]["agent_id"], {})
+            mine[name] = mine.get(name, 0) + 1
+    return BatchResult({name: len(ids) for name, ids in counted.items()}, by_agent=by_agent)
 
 
 def _add_links(
@@ -215,7 +262,7 @@ def _add_links(
 ) -> None:
     """One links commit for the ``(newer, older, score, _)`` pairs not linked yet (newer -> older)."""
     links = [
-        {"agent_id": cursor.agent_id, "src_id": n["id"], "dst_id": o["id"], "rel": rel, "score": round(score, 6)}
+        {"agent_id": n["agent_id"], "src_id": n["id"], "dst_id": o["id"], "rel": rel, "score": round(score, 6)}
         for n, o, score, _ in pairs
         if frozenset((n["id"], o["id"])) not in linked
     ]
@@ -225,27 +272,33 @@ def _add_links(
 
 def _unrecorded_counts(
     before: pl.DataFrame, after: pl.DataFrame, *, pairs: pl.DataFrame, now: datetime, policy: str
-) -> dict[str, int]:
+) -> BatchResult:
     """What killed attempts of this run wrote after its last recorded batch (see ``PassCursor.unrecorded``),
     so that the resumed run reports the whole run: under ``flag``, candidate pairs it flagged both ways (a
     flagged pair is no candidate again); under ``supersede``, rows it hid (stamped with the run's ``now``)."""
     if policy == "supersede":
         stamped = pl.col("metadata").str.json_path_match("$.superseded.at") == now.isoformat()
         was_visible = before.filter(pl.col("superseded_by").is_null())["id"].to_list()
-        hid = after.filter(pl.col("id").is_in(was_visible) & pl.col("superseded_by").is_not_null() & stamped).height
-        return {"superseded": hid, "candidates": hid}
+        hid = after.filter(pl.col("id").is_in(was_visible) & pl.col("superseded_by").is_not_null() & stamped)
+        return count_frames({"superseded": hid, "candidates": hid})
     then = dict(zip(before["id"].to_list(), before["contradiction_with"].to_list(), strict=True))
     now_ = dict(zip(after["id"].to_list(), after["contradiction_with"].to_list(), strict=True))
 
     def flagged(cw: dict[str, list[str] | None], a: str, b: str) -> bool:
         return b in (cw.get(a) or []) and a in (cw.get(b) or [])
 
-    found = sum(
-        1
-        for a, b in zip(pairs["a"].to_list(), pairs["b"].to_list(), strict=True)
-        if a in then and b in then and not flagged(then, a, b) and flagged(now_, a, b)
+    agent_of = dict(zip(before["id"].to_list(), before["agent_id"].to_list(), strict=True))
+    found = pl.DataFrame(  # one row per pair flagged (its agent), not per anchor
+        {
+            "agent_id": [
+                agent_of[a]
+                for a, b in zip(pairs["a"].to_list(), pairs["b"].to_list(), strict=True)
+                if a in then and b in then and not flagged(then, a, b) and flagged(now_, a, b)
+            ]
+        },
+        schema={"agent_id": pl.String},
     )
-    return {"candidates": found, "flagged": found}
+    return count_frames({"candidates": found, "flagged": found})
 
 
 def _candidate_band(graph: pa.Table, settings: Settings) -> pa.Table:
@@ -270,7 +323,7 @@ def _flagged(a: Memory, b: Memory) -> bool:
     return b["id"] in (a["contradiction_with"] or []) and a["id"] in (b["contradiction_with"] or [])
 
 
-def _linked_pairs(store: MemoryStore, agent_id: str) -> set[frozenset[str]]:
+def _linked_pairs(store: MemoryStore, agent_id: str | Sequence[str]) -> set[frozenset[str]]:
     links = store.links_for_agent(agent_id)
     return {
         frozenset((s, d))

@@ -1,8 +1,9 @@
 """Importance decay: re-score every memory of an agent, mark the faded ones stale, prune the forgotten.
 
-One pass over one agent, column-wise:
+One pass over one agent, or over a set of agents of one shard at once (:func:`decay_sweep`, what
+:func:`engram_pipeline.lifecycle.sweep.sweep` runs), column-wise:
 
-1. read the columns the score needs (never the vectors) as one polars frame, sorted by id;
+1. read the columns the score needs (never the vectors) of every agent as one polars frame, sorted by id;
 2. score every row with :func:`engram_pipeline.scoring.importance_frame` at the run's ``now``;
 3. decide per row: ``stale`` when score <= ``MEMORY_DECAY_STALE_SCORE_THRESHOLD``, back to ``active`` when a
    stale row scores above it again (only rows that are ``active`` or ``stale`` are re-statused: contradicted,
@@ -17,8 +18,11 @@ One pass over one agent, column-wise:
 
 A row edited between the read and the write is re-read and re-scored once (an edit may have pinned it); a row
 edited again in between is skipped and counted in ``skipped_concurrent_edit``. The pass keeps a
-:class:`PassCursor`: a killed run resumes after its last committed batch with the same ``now``. Running it
-twice at the same ``now`` writes nothing the second time (no new table version of ``memories`` either).
+:class:`PassCursor` (one per agent, or one per shard for a sweep of several agents, see
+:func:`~engram_pipeline.lifecycle._common.sweep_key`): a killed run resumes after its last committed batch
+with the same ``now``. Running it twice at the same ``now`` writes nothing the second time (no new table
+version of ``memories`` either). The decision is per row, so a sweep's batches span agents and every agent's
+rows are decided exactly as its own run would decide them; each agent's report is its share of the counts.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -30,6 +34,7 @@ twice at the same ``now`` writes nothing the second time (no new table version o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -37,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.retention import Holders, holders
 from engram_pipeline.model import Memory, polars_schema
 from engram_pipeline.scoring import importance_frame
@@ -52,6 +57,7 @@ ACTOR = "ltm_decay"
 # What the score reads, plus what the decision compares against; never the vector.
 COLUMNS = [
     "id",
+    "agent_id",
     "version",
     "content",
     "tags",
@@ -87,8 +93,8 @@ def decide(df: pl.DataFrame, *, now: datetime, settings: Settings, held: Holders
 
     ``held`` says which rows the retention policy lets go (:func:`~engram_pipeline.lifecycle.retention.holders`).
 
-    Returns ``id``, ``version``, ``action``, the new ``importance``, ``importance_factors`` and ``status``,
-    and ``became_stale``.
+    Returns ``id``, ``agent_id``, ``version``, ``action``, the new ``importance``, ``importance_factors`` and
+    ``status``, and ``became_stale``.
     """
     scored = importance_frame(df, now=now, half_life_days=settings.importance_half_life_days)
     score = pl.col("importance")
@@ -116,6 +122,7 @@ def decide(df: pl.DataFrame, *, now: datetime, settings: Settings, held: Holders
         [
             df.select(
                 "id",
+                "agent_id",
                 "version",
                 "status",
                 "created_at",
@@ -129,6 +136,7 @@ def decide(df: pl.DataFrame, *, now: datetime, settings: Settings, held: Holders
     )
     return out.select(
         "id",
+        "agent_id",
         "version",
         pl.when(prune).then(pl.lit("prune")).when(changed).then(pl.lit("update")).alias("action"),
         "importance",
@@ -146,23 +154,48 @@ def decay_importance(
     run_id: str | None = None,
     batch_size: int | None = None,
 ) -> DecayReport:
-    """Re-score, re-status and prune one agent's memories; see the module docstring."""
+    """Re-score, re-status and prune one agent's memories; see the module docstring. The sweep of one agent."""
+    return decay_sweep(store, [agent_id], now=now, run_id=run_id, batch_size=batch_size)[agent_id]
+
+
+def decay_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
+) -> dict[str, DecayReport]:
+    """:func:`decay_importance` over every agent of ``agent_ids`` (all of one shard) in one columnar run: one
+    read, one decision, batched compare-and-set commits spanning agents, one cursor. Returns each agent's report
+    (the run's cursor summary in each)."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     settings = store.settings
-    folded = store.fold_access(agent_id)  # importance reads the access signals: fold the logged reads in first
-    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    key, scope = sweep_key(agents, settings.shards)
+    folded = store.fold_access(agents)  # importance reads the access signals: fold the logged reads in first
+    cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now, run_id = cursor.now, cursor.run_id
-    held = holders(store, agent_id)
+    held = holders(store, agents)
     redecide = partial(_redecide, now=now, settings=settings, held=held)
     commit = partial(_commit, store, run_id=run_id)
     run = run_batched(
         cursor,
-        lambda: decide(agent_frame(store, agent_id, COLUMNS), now=now, settings=settings, held=held),
+        lambda: decide(agent_frame(store, agents, COLUMNS), now=now, settings=settings, held=held),
         lambda batch: write_decided(store, batch, commit, redecide),
         size=batch_size or settings.decay_batch_size,
         counts=COUNTS,
-        recount=Recount(["status", "importance_factors"], partial(_unrecorded_counts, store, now=now, run_id=run_id)),
+        recount=Recount(
+            ["agent_id", "status", "importance_factors"], partial(_unrecorded_counts, store, now=now, run_id=run_id)
+        ),
     )
-    return DecayReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
+    return {
+        agent: DecayReport(
+            **run.agent_counts(agent, COUNTS), cursor=run.cursor, accesses_folded=folded.by_agent.get(agent, 0)
+        )
+        for agent in agents
+    }
 
 
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, run_id: str) -> Written:
@@ -191,19 +224,20 @@ def _redecide(fresh: list[Memory], *, now: datetime, settings: Settings, held: H
 
 def _unrecorded_counts(
     store: MemoryStore, before: pl.DataFrame, after: pl.DataFrame, *, now: datetime, run_id: str
-) -> dict[str, int]:
+) -> BatchResult:
     """What killed attempts of this run did after its last recorded batch (see ``PassCursor.unrecorded``):
     rows they pruned (gone, with this run's prune event) and rows they re-scored (their ``importance_factors``
     were scored at the run's ``now``), so that the resumed run reports the whole run."""
     gone = sorted(set(before["id"].to_list()) - set(after["id"].to_list()))
-    pruned = len(store.audited(gone, action="prune", run_id=run_id)) if gone else 0
+    audited = store.audited(gone, action="prune", run_id=run_id) if gone else set()
+    pruned = before.filter(pl.col("id").is_in(list(audited)))
     scored_at = pl.col("importance_factors").str.json_path_match("$.scored_at")
     was = before.select("id", pl.col("status").alias("was"), scored_at.alias("was_at"))
     at = now.isoformat()
     written = after.with_columns(scored_at.alias("at")).join(was, on="id")
     written = written.filter((pl.col("at") == at) & pl.col("was_at").ne_missing(at))
-    stale = written.filter((pl.col("status") == "stale") & (pl.col("was") != "stale")).height
-    return {"processed": pruned, "pruned": pruned, "updated": written.height, "stale": stale}
+    stale = written.filter((pl.col("status") == "stale") & (pl.col("was") != "stale"))
+    return count_frames({"processed": pruned, "pruned": pruned, "updated": written, "stale": stale})
 
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:

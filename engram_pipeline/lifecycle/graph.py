@@ -16,6 +16,7 @@ Only rows recall would show take part: hidden rows (``superseded``, ``archived``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +42,7 @@ def graph_floor(settings: Settings) -> float:
 
 def agent_graph(
     store: MemoryStore,
-    agent_id: str,
+    agent_id: str | Sequence[str],
     *,
     floor: float | None = None,
     include_hidden: bool = False,
@@ -54,16 +55,39 @@ def agent_graph(
     vectors once, column-wise; rows without a vector are left out, and so are hidden rows unless
     ``include_hidden``. The table has :data:`~engram_pipeline.similarity.PAIRS_SCHEMA`, one row
     per unordered pair. ``version``: the graph as of that ``memories`` table version (a resumed pass's start).
+
+    Given a sequence of agent ids (a sweep), the rows of all of them are read at once and each agent's graph is
+    computed on its own rows (no pair ever spans two agents), then the graphs are concatenated: each agent's
+    part is the graph :func:`agent_graph` gives for that agent alone.
     """
     if floor is None:
         from engram_pipeline.judge import get_judge
 
         floor = min(graph_floor(store.settings), get_judge(store).floor)  # the merge judge's candidates too
     where = "vector IS NOT NULL" + ("" if include_hidden else f" AND {VISIBLE_SQL}")
-    table = store.scan(agent_id, columns=["id", "vector"], where=where, version=version)
+    dim = store.embedder.dimension
+    if isinstance(agent_id, str):
+        table = store.scan(agent_id, columns=["id", "vector"], where=where, version=version)
+        return _graph(table, dim, floor)
+    table = store.scan_agents(agent_id, columns=["id", "agent_id", "vector"], where=where, version=version)
     if table.num_rows < 2:
         return PAIRS_SCHEMA.empty_table()
-    return neighbour_graph(table["id"], vectors_of(table["vector"], store.embedder.dimension), floor=floor)
+    owner = table["agent_id"].combine_chunks().dictionary_encode()
+    order = np.argsort(owner.indices.to_numpy(zero_copy_only=False), kind="stable")  # each agent's rows, in order
+    table = table.take(pa.array(order))
+    counts = np.bincount(owner.indices.to_numpy(zero_copy_only=False), minlength=len(owner.dictionary))
+    parts = []
+    start = 0
+    for n in counts[counts > 0]:
+        parts.append(_graph(table.slice(start, int(n)), dim, floor))
+        start += int(n)
+    return pa.concat_tables(parts)
+
+
+def _graph(table: pa.Table, dim: int, floor: float) -> pa.Table:
+    if table.num_rows < 2:
+        return PAIRS_SCHEMA.empty_table()
+    return neighbour_graph(table["id"], vectors_of(table["vector"], dim), floor=floor)
 
 
 def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:

@@ -5,6 +5,11 @@ STM promotion, importance decay, the neighbour graph, confidence decay, contradi
 ``now``. Tests, benchmarks and the CLI use it to run the pipeline at a simulated time without a Dagster
 instance; the Dagster job materialises the same passes as separate assets.
 
+:func:`pipeline_sweep` runs it over a set of agents of one shard: promotion, importance decay, the neighbour
+graph (each agent's, from one read), confidence decay and contradictions as columnar sweeps (one cursor per
+shard each); the corpus merge plan, the consolidation stages and the health report still run agent by agent,
+each handed its own agent's part of the graph. :func:`run_pipeline` is the sweep of one agent.
+
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
@@ -15,18 +20,22 @@ instance; the Dagster job materialises the same passes as separate assets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, decay_confidence
+import polars as pl
+
+from engram_pipeline.lifecycle._common import agent_frame
+from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, confidence_sweep
 from engram_pipeline.lifecycle.consolidation import ConsolidationReport, consolidate
-from engram_pipeline.lifecycle.contradictions import ContradictionReport, detect_contradictions
+from engram_pipeline.lifecycle.contradictions import ContradictionReport, contradiction_sweep
 from engram_pipeline.lifecycle.corpus_merge import CorpusMergeReport, consolidate_corpus
-from engram_pipeline.lifecycle.decay import DecayReport, decay_importance
+from engram_pipeline.lifecycle.decay import DecayReport, decay_sweep
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.lifecycle.health import HealthReport, health
-from engram_pipeline.lifecycle.promotion import PromotionReport, promote_stm
+from engram_pipeline.lifecycle.promotion import PromotionReport, promotion_sweep
 from engram_pipeline.model import utcnow
 
 if TYPE_CHECKING:
@@ -48,13 +57,33 @@ def run_pipeline(
     store: MemoryStore, agent_id: str, *, now: datetime | None = None, scope: str = "recent"
 ) -> PipelineReport:
     """Run every per-agent pass but the merge apply for ``agent_id`` at ``now`` (default: the current time)."""
+    return pipeline_sweep(store, [agent_id], now=now, scope=scope)[agent_id]
+
+
+def pipeline_sweep(
+    store: MemoryStore, agent_ids: Sequence[str], *, now: datetime | None = None, scope: str = "recent"
+) -> dict[str, PipelineReport]:
+    """:func:`run_pipeline` for every agent of ``agent_ids`` (all of one shard), the columnar passes as sweeps."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     now = now or utcnow()
-    promotion = promote_stm(store, agent_id, now=now)
-    decay = decay_importance(store, agent_id, now=now)
-    graph = agent_graph(store, agent_id)
-    confidence = decay_confidence(store, agent_id, graph=graph, now=now)
-    contradictions = detect_contradictions(store, agent_id, graph=graph, now=now)
-    plan = consolidate_corpus(store, agent_id, dry_run=True, graph=graph, now=now)
-    stages = consolidate(store, agent_id, scope=scope, graph=graph, now=now)
-    report = health(store, agent_id, now=now)
-    return PipelineReport(promotion, decay, confidence, contradictions, plan, stages, report)
+    promotion = promotion_sweep(store, agents, now=now)
+    decay = decay_sweep(store, agents, now=now)
+    graph = agent_graph(store, agents)
+    confidence = confidence_sweep(store, agents, graph=graph, now=now)
+    contradictions = contradiction_sweep(store, agents, graph=graph, now=now)
+    owner = agent_frame(store, agents, ["id", "agent_id"])
+    pairs = pl.from_arrow(graph)
+    assert isinstance(pairs, pl.DataFrame)
+    pairs = pairs.join(owner.rename({"id": "src_id"}), on="src_id", how="left", maintain_order="left")
+    out = {}
+    for agent in agents:
+        own = pairs.filter(pl.col("agent_id") == agent).drop("agent_id").to_arrow().cast(graph.schema)
+        plan = consolidate_corpus(store, agent, dry_run=True, graph=own, now=now)
+        stages = consolidate(store, agent, scope=scope, graph=own, now=now)
+        report = health(store, agent, now=now)
+        out[agent] = PipelineReport(
+            promotion[agent], decay[agent], confidence[agent], contradictions[agent], plan, stages, report
+        )
+    return out

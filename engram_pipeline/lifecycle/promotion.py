@@ -1,6 +1,8 @@
 """STM to LTM promotion, and the sweep of expired short-term memories.
 
-One pass over one agent's short-term rows, decided column-wise at the run's ``now``:
+One pass over one agent's short-term rows, or over those of a set of agents of one shard at once
+(:func:`promotion_sweep`, what :func:`engram_pipeline.lifecycle.sweep.sweep` runs), decided column-wise at the
+run's ``now``:
 
 * **promote**: a visible STM row accessed at least ``STM_CONSOLIDATION_ACCESS_THRESHOLD`` times whose
   importance (re-scored with :func:`engram_pipeline.scoring.importance_frame`) is at least
@@ -19,19 +21,25 @@ counts as ``skipped``. The pass keeps a :class:`PassCursor` and is idempotent: a
 killed run resumes with the same ``now`` and reports the whole run: it counts what its killed attempt promoted,
 collapsed or expired after the last recorded batch, and writes the ``duplicate-of`` link of a collapse whose
 attempt died before its links commit.
+
+In a sweep the rules that are per agent stay per agent: the LTM quota is each agent's (ranked within the
+agent), and an LTM duplicate is searched among the agent's own rows (exact cosine, one matrix product per agent
+with eligible rows, from one read of the vectors). Everything else is one frame, and the batches span agents.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
-from engram_pipeline.lifecycle._batched import Recount, Written, run_batched, write_decided
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
@@ -47,11 +55,12 @@ COLLAPSE_REASON = "stm_promotion_duplicate"
 ACTOR = "stm_promotion"
 EXPIRY_ACTOR = "stm_expiry"
 COLUMNS = [
-    "id", "version", "tier", "content", "tags", "pinned", "access_count", "created_at", "last_accessed_at",
+    "id", "agent_id", "version", "tier", "content", "tags", "pinned", "access_count", "created_at", "last_accessed_at",
     "expires_at", "status", "superseded_by", "metadata",
 ]  # fmt: skip
 VISIBLE_LTM = f"tier = 'ltm' AND {VISIBLE_SQL}"
 WRITES = ("promote", "collapse", "expire", "relink")  # the actions that commit ("quota" only counts)
+DUPLICATE_CHUNK = 200  # agents whose vectors the duplicate search holds in memory at once
 
 
 @dataclass(frozen=True)
@@ -86,54 +95,86 @@ def promote_stm(
     run_id: str | None = None,
     batch_size: int | None = None,
 ) -> PromotionReport:
-    """Promote what earned durability, collapse what LTM already holds, sweep what expired."""
+    """Promote what earned durability, collapse what LTM already holds, sweep what expired. The sweep of one
+    agent."""
+    return promotion_sweep(store, [agent_id], now=now, run_id=run_id, batch_size=batch_size)[agent_id]
+
+
+def promotion_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+    batch_size: int | None = None,
+) -> dict[str, PromotionReport]:
+    """:func:`promote_stm` over every agent of ``agent_ids`` (all of one shard) in one columnar run: one read,
+    one decision, batched compare-and-set commits spanning agents, one cursor. Returns each agent's report."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     settings = store.settings
-    folded = store.fold_access(agent_id)  # access counts decide promotion: fold the logged reads in first
-    cursor = PassCursor.deferred(store, PASS_NAME, agent_id, now=now, run_id=run_id)
+    key, scope = sweep_key(agents, settings.shards)
+    folded = store.fold_access(agents)  # access counts decide promotion: fold the logged reads in first
+    cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now, run_id = cursor.now, cursor.run_id
     # A resumed run looks for LTM duplicates among the rows that were LTM when the run began, as its first
     # attempt did: a row that attempt promoted is no duplicate to collapse into.
     started = cursor.at_start(["id"], "tier = 'stm'")
-    commit = partial(_commit, store, agent_id, now=now, run_id=run_id)
+    commit = partial(_commit, store, now=now, run_id=run_id)
     redecide = partial(_redecide, now=now, settings=settings)
     run = run_batched(
         cursor,
         lambda: _plan(
             store,
-            agent_id,
-            eligible(agent_frame(store, agent_id, COLUMNS, where="tier = 'stm'"), now=now, settings=settings),
+            eligible(agent_frame(store, agents, COLUMNS, where="tier = 'stm'"), now=now, settings=settings),
             now=now,
             not_ltm=[] if started is None else started["id"].to_pylist(),
+            resumed=bool(cursor.state.get("resumed")),
         ),
         lambda batch: write_decided(store, batch, commit, lambda fresh: redecide(fresh, batch)),
         size=batch_size or settings.decay_batch_size,
         counts=COUNTS,
         recount=Recount(
-            ["tier", "superseded_by", "metadata"], partial(_unrecorded_counts, store, now=now, run_id=run_id)
+            ["agent_id", "tier", "superseded_by", "metadata"],
+            partial(_unrecorded_counts, store, now=now, run_id=run_id),
         ),
         writes=pl.col("action").is_in(WRITES),
     )
-    return PromotionReport(**run.counts, cursor=run.cursor, accesses_folded=folded.entries)
+    return {
+        agent: PromotionReport(
+            **run.agent_counts(agent, COUNTS), cursor=run.cursor, accesses_folded=folded.by_agent.get(agent, 0)
+        )
+        for agent in agents
+    }
 
 
-def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame, *, now: datetime, not_ltm: list[str]) -> pl.DataFrame:
+def _plan(store: MemoryStore, df: pl.DataFrame, *, now: datetime, not_ltm: list[str], resumed: bool) -> pl.DataFrame:
     """Add ``action`` (promote / collapse / quota / expire / relink / null) and the LTM duplicate of each row;
     ``planned`` is the action as first decided (a re-read row keeps it, see :func:`_redecide`).
 
-    ``relink``: a row this run already collapsed (a killed attempt of it) gets its ``duplicate-of`` link again
-    if that attempt died before writing it. ``not_ltm``: rows never to take as an LTM duplicate."""
+    ``relink``: on a ``resumed`` run, a row this run already collapsed (a killed attempt of it) gets its
+    ``duplicate-of`` link again if that attempt died before writing it (a run that was not resumed has no such
+    row to look for: a second run at the same ``now`` stays idle). ``not_ltm``: rows never to take as an LTM
+    duplicate."""
     settings = store.settings
-    dup_id, dup_score = _ltm_duplicates(store, agent_id, df.filter(pl.col("eligible"))["id"].to_list(), not_ltm)
+    dup_id, dup_score = _ltm_duplicates(store, df.filter(pl.col("eligible")).select("id", "agent_id"), not_ltm)
     df = df.with_columns(
         pl.col("id").replace_strict(dup_id, default=None, return_dtype=pl.String).alias("duplicate_of"),
         pl.col("id").replace_strict(dup_score, default=None, return_dtype=pl.Float64).alias("duplicate_score"),
     )
     wanted = df.filter(pl.col("eligible") & pl.col("duplicate_of").is_null())
-    ranked = wanted.sort(["importance", "id"], descending=[True, False])["id"].to_list()
-    if settings.ltm_quota > 0:
-        used = store.count(agent_id, where=VISIBLE_LTM)
-        ranked = ranked[: max(0, settings.ltm_quota - used)]
-    chosen = pl.col("id").is_in(ranked)
+    ranked = wanted.sort(["importance", "id"], descending=[True, False])
+    if settings.ltm_quota > 0 and not ranked.is_empty():  # each agent's quota, best score first within the agent
+        ltm = agent_frame(store, ranked["agent_id"].unique().to_list(), ["agent_id"], where=VISIBLE_LTM)
+        used = ltm.group_by("agent_id").agg(pl.len().alias("used"))
+        room = (settings.ltm_quota - pl.col("used").fill_null(0)).clip(lower_bound=0)
+        ranked = (
+            ranked.join(used, on="agent_id", how="left")
+            .sort(["importance", "id"], descending=[True, False])
+            .filter(pl.int_range(pl.len()).over("agent_id") < room)
+        )
+    chosen = pl.col("id").is_in(ranked["id"].to_list())
     action = (
         pl.when(chosen)
         .then(pl.lit("promote"))
@@ -143,7 +184,7 @@ def _plan(store: MemoryStore, agent_id: str, df: pl.DataFrame, *, now: datetime,
         .then(pl.lit("collapse"))
         .when(pl.col("eligible"))
         .then(pl.lit("quota"))
-        .when(_collapsed_at(now))
+        .when(_collapsed_at(now) & pl.lit(resumed))
         .then(pl.lit("relink"))
     )
     return df.with_columns(action.alias("action"), action.alias("planned")).sort("id")
@@ -160,28 +201,52 @@ def _collapsed_at(now: datetime) -> pl.Expr:
 
 
 def _ltm_duplicates(
-    store: MemoryStore, agent_id: str, ids: list[str], not_ltm: list[str]
+    store: MemoryStore, candidates: pl.DataFrame, not_ltm: list[str]
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """For each row in ``ids``, its nearest visible LTM row of the agent when at or above the duplicate
-    threshold: one multi-vector query for all of them, not one per row."""
-    if not ids:
+    """For each row of ``candidates`` (``id``, ``agent_id``), its nearest visible LTM row of its own agent by
+    cosine, when at or above the duplicate threshold (ties: the lowest id). Exact and vectorised: the vectors of
+    the candidates and of their agents' visible LTM rows are read together (one read per
+    :data:`DUPLICATE_CHUNK` agents), and each agent's candidates are scored against its LTM rows in one matrix
+    product, so a sweep costs no query per agent or row."""
+    if candidates.is_empty():
         return {}, {}
-    rows = [r for r in store.get_many(ids, columns=["id", "vector"]) if r["vector"] is not None]
-    if not rows:
-        return {}, {}
+    wanted = candidates["id"]
+    agents = sorted(set(candidates["agent_id"].to_list()))
     not_yet = f" AND id NOT IN {in_list(not_ltm)}" if not_ltm else ""  # promoted by this very run
-    hits = store.nearest(agent_id, [r["vector"] for r in rows], where=VISIBLE_LTM + not_yet, k=1)
+    where = f"vector IS NOT NULL AND (tier = 'stm' OR ({VISIBLE_LTM}{not_yet}))"
+    dim = store.embedder.dimension
+    threshold = store.settings.duplicate_threshold
     dup_id: dict[str, str] = {}
     dup_score: dict[str, float] = {}
-    for hit in hits:
-        score = 1.0 - float(hit["_distance"])
-        if score >= store.settings.duplicate_threshold:
-            src = rows[int(hit["query_index"])]["id"]
-            dup_id[src], dup_score[src] = hit["id"], score
+    for start in range(0, len(agents), DUPLICATE_CHUNK):
+        read = agent_frame(store, agents[start : start + DUPLICATE_CHUNK], ["id", "agent_id", "tier", "vector"], where)
+        read = read.with_columns(pl.col("id").is_in(wanted).alias("query"), (pl.col("tier") == "ltm").alias("target"))
+        for (_,), rows in read.filter(pl.col("query") | pl.col("target")).group_by("agent_id", maintain_order=True):
+            queries, targets = rows.filter(pl.col("query")), rows.filter(pl.col("target"))
+            if queries.is_empty() or targets.is_empty():
+                continue
+            q, t = _unit(queries["vector"], dim), _unit(targets["vector"], dim)
+            scores = q @ t.T
+            best = scores.argmax(axis=1)  # the first maximum: targets are sorted by id
+            top = scores[np.arange(len(best)), best]
+            target_ids = targets["id"].to_list()
+            for src, j, score in zip(queries["id"].to_list(), best.tolist(), top.tolist(), strict=True):
+                # Rounded: a matrix product's last bits depend on the shape of the block (a resumed run's has
+                # fewer rows), and the score is stored (metadata, link); the decision must not move with them.
+                score = round(min(1.0, float(score)), 6)
+                if score >= threshold:
+                    dup_id[src], dup_score[src] = target_ids[j], score
     return dup_id, dup_score
 
 
-def _commit(store: MemoryStore, agent_id: str, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
+def _unit(vectors: pl.Series, dim: int) -> np.ndarray:
+    """A vector column as unit rows (float64; a zero vector stays zero and matches nothing)."""
+    m = vectors.to_numpy().reshape(-1, dim).astype(np.float64) if vectors.len() else np.zeros((0, dim))
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+
+
+def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
     """Write one decided batch at the versions read: promotions, collapses (audited, then their links), expiries
     (audited deletes). Quota rows, and rows a re-read found already promoted or no longer eligible, are
     ``skipped``; so is a collapsed row (it is not promoted)."""
@@ -206,7 +271,7 @@ def _commit(store: MemoryStore, agent_id: str, decided: pl.DataFrame, *, now: da
     relinked = set(collapsed.applied) | set(decided.filter(action == "relink")["id"].to_list())
     store.add_links(
         [
-            {"agent_id": agent_id, "src_id": r["id"], "dst_id": r["duplicate_of"] or r["superseded_by"],
+            {"agent_id": r["agent_id"], "src_id": r["id"], "dst_id": r["duplicate_of"] or r["superseded_by"],
              "rel": "duplicate-of", "score": r["duplicate_score"] or _collapse_score(r)}
             for r in decided.filter(pl.col("id").is_in(list(relinked))).iter_rows(named=True)
         ],
@@ -270,18 +335,20 @@ def _collapse_score(row: dict[str, Any]) -> float | None:
 
 def _unrecorded_counts(
     store: MemoryStore, before: pl.DataFrame, after: pl.DataFrame, *, now: datetime, run_id: str
-) -> dict[str, int]:
+) -> BatchResult:
     """What killed attempts of this run did after its last recorded batch (see ``PassCursor.unrecorded``): STM
     rows they promoted (LTM now) or expired (gone, with this run's prune event) left the STM rows this run
     reads, and rows they collapsed count as skipped, so that the resumed run reports the whole run."""
     stm = before.filter(pl.col("tier") == "stm")
     gone = sorted(set(stm["id"].to_list()) - set(after["id"].to_list()))
-    expired = len(store.audited(gone, action="prune", run_id=run_id)) if gone else 0
+    audited = store.audited(gone, action="prune", run_id=run_id) if gone else set()
+    expired = stm.filter(pl.col("id").is_in(list(audited)))
     tier_now = after.select("id", pl.col("tier").alias("tier_now"))
-    promoted = stm.join(tier_now, on="id").filter(pl.col("tier_now") == "ltm").height
+    promoted = stm.join(tier_now, on="id").filter(pl.col("tier_now") == "ltm").drop("tier_now")
     was_visible = stm.filter(pl.col("superseded_by").is_null())["id"].to_list()
     collapsed = after.filter(pl.col("id").is_in(was_visible) & _collapsed_at(now))
-    return {"processed": expired + promoted, "expired": expired, "promoted": promoted, "skipped": collapsed.height}
+    processed = pl.concat([expired, promoted])
+    return count_frames({"processed": processed, "expired": expired, "promoted": promoted, "skipped": collapsed})
 
 
 def _frame(rows: list[Memory]) -> pl.DataFrame:

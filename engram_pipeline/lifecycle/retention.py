@@ -88,15 +88,21 @@ class Holders:
         return [i for i in ids if self.may_archive(i)]
 
 
-def holders(store: MemoryStore, agent_id: str, *, policy: str | None = None) -> Holders:
-    """Read ``agent_id``'s rows (four columns) and links once and say which rows are held elsewhere.
+def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | None = None) -> Holders:
+    """Read ``agent_id``'s rows (four columns) and links once and say which rows are held elsewhere; given a
+    sequence of agent ids (a sweep), read all of theirs at once (ids are unique across agents, and what holds a
+    row is always of its own agent).
 
     ``policy`` defaults to the store's ``ENGRAM_RETENTION_POLICY``. Under ``seed`` nothing is read.
     """
     policy = policy or store.settings.retention_policy
     if policy == SEED:
         return Holders(SEED)
-    rows = store.scan(agent_id, columns=["id", "status", "superseded_by", "source"]).to_pylist()
+    columns = ["id", "status", "superseded_by", "source"]
+    if isinstance(agent_id, str):
+        rows = store.scan(agent_id, columns=columns).to_pylist()
+    else:
+        rows = store.scan_agents(agent_id, columns=columns).to_pylist()
     present = {r["id"] for r in rows}
     derived = {r["id"] for r in rows if r["source"] == "derived"}
     visible = {r["id"] for r in rows if is_visible(r)}

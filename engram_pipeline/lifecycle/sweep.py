@@ -5,6 +5,14 @@
 them. Every pass in :data:`SWEEPS` runs through here; the per-agent functions stay the API for one agent and
 give the same result for that agent as a sweep that includes it.
 
+The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard`, the store's
+``ENGRAM_SHARDS``), and each group runs as one columnar sweep where the pass has one (:data:`COLUMNAR`): one read
+of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
+cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
+resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) still runs
+agent by agent inside the sweep, and so do the pipeline's corpus merge plan and consolidation stages (same
+reports, per-agent cursors); the pipeline's other stages are sweeps.
+
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
@@ -24,15 +32,16 @@ from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.lifecycle.archival import archive_faded
-from engram_pipeline.lifecycle.confidence import decay_confidence
+from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
+from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
 from engram_pipeline.lifecycle.consolidation import consolidate
-from engram_pipeline.lifecycle.contradictions import detect_contradictions
-from engram_pipeline.lifecycle.decay import decay_importance
+from engram_pipeline.lifecycle.contradictions import contradiction_sweep, detect_contradictions
+from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
 from engram_pipeline.lifecycle.health import health
-from engram_pipeline.lifecycle.pipeline import run_pipeline
-from engram_pipeline.lifecycle.promotion import promote_stm
+from engram_pipeline.lifecycle.pipeline import pipeline_sweep, run_pipeline
+from engram_pipeline.lifecycle.promotion import promote_stm, promotion_sweep
 from engram_pipeline.model import utcnow
+from engram_pipeline.store.sharding import by_shard
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -47,6 +56,15 @@ SWEEPS: dict[str, Callable[..., Any]] = {
     "consolidation": consolidate,  # the five stages, scope "recent" (what the consolidation schedule runs)
     "health": health,
     "pipeline": run_pipeline,
+}
+# pass name -> its columnar sweep over the agents of one shard (store, agent_ids, *, now=...) -> {agent: report}
+COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
+    "stm_promotion": promotion_sweep,
+    "ltm_decay": decay_sweep,
+    "confidence_decay": confidence_sweep,
+    "archival": archival_sweep,
+    "contradictions": contradiction_sweep,
+    "pipeline": pipeline_sweep,  # the columnar passes as sweeps, the others agent by agent inside it
 }
 
 
@@ -68,10 +86,19 @@ class SweepReport:
 
 
 def sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime | None = None) -> SweepReport:
-    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time)."""
+    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time), one sweep per shard."""
     if pass_name not in SWEEPS:
         raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(SWEEPS))}")
     now = now or utcnow()
-    run = SWEEPS[pass_name]
-    return SweepReport(pass_name, now, {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))})
+    agents: dict[str, Any] = {}
+    for group in by_shard(agent_ids, store.shard_count).values():
+        agents.update(shard_sweep(store, pass_name, group, now=now))
+    return SweepReport(pass_name, now, dict(sorted(agents.items())))
 
+
+def shard_sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime) -> dict[str, Any]:
+    """``pass_name`` over agents of one shard: its columnar sweep, or else agent by agent."""
+    if pass_name in COLUMNAR:
+        return COLUMNAR[pass_name](store, agent_ids, now=now)
+    run = SWEEPS[pass_name]
+    return {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,6 +40,7 @@ import pyarrow as pa
 from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import optimize_table
+from engram_pipeline.store.sharding import by_shard
 from engram_pipeline.store.sql import eq, in_list, lit
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class AccessFold:
     applied: int  # of those, rows still at the version read, whose counts were added
     dropped_stale_claims: int  # entries a dead fold had claimed, deleted unapplied
     reindexed: bool  # whether the fold refreshed the vector index
+    by_agent: dict[str, int] = field(default_factory=dict)  # ``entries`` per agent (for a sweep's reports)
 
 
 class AccessLog:
@@ -95,24 +97,39 @@ class AccessLog:
             conds.append(f"id IN {in_list(list(ids))}")
         return _summed(self._read(" AND ".join(conds) or None))
 
-    def _read(self, where: str | None) -> pl.DataFrame:
+    def _read(self, where: str | None, *, with_agent: bool = False) -> pl.DataFrame:
         q = self.table.search()
         if where:
             q = q.where(where)
-        df = pl.from_arrow(q.select(list(_LOG_FRAME)).limit(None).to_arrow())
+        columns = [*_LOG_FRAME, "agent_id"] if with_agent else list(_LOG_FRAME)
+        df = pl.from_arrow(q.select(columns).limit(None).to_arrow())
         assert isinstance(df, pl.DataFrame)
         return df
 
 
 def fold_access(
-    store: MemoryStore, agent_id: str | None = None, *, now: datetime | None = None, reindex: bool = True
+    store: MemoryStore,
+    agent_id: str | Sequence[str] | None = None,
+    *,
+    now: datetime | None = None,
+    reindex: bool = True,
 ) -> AccessFold:
-    """Fold the logged reads of ``agent_id`` (default: every agent, shard by shard) into ``memories``; see the
-    module. ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
+    """Fold the logged reads of ``agent_id`` (one id, a sequence of them for a sweep, default: every agent),
+    shard by shard, into ``memories``; see the module.
+
+    ``reindex=False`` leaves the vector index to the caller (maintenance compacts right after).
     """
     now = now or utcnow()
-    shards = [store.shard_of(agent_id)] if agent_id is not None else range(store.shard_count)
-    folds = [_fold_shard(store, k, agent_id, now=now, reindex=reindex) for k in shards]
+    groups: dict[int, str | list[str] | None]
+    if agent_id is None:
+        groups = dict.fromkeys(range(store.shard_count))
+    elif isinstance(agent_id, str):
+        groups = {store.shard_of(agent_id): agent_id}
+    else:
+        groups = dict(by_shard(agent_id, store.shard_count))
+        if not groups:
+            return AccessFold(0, 0, 0, 0, False)
+    folds = [_fold_shard(store, k, agents, now=now, reindex=reindex) for k, agents in groups.items()]
     if len(folds) == 1:
         return folds[0]
     return AccessFold(
@@ -121,12 +138,21 @@ def fold_access(
         sum(f.applied for f in folds),
         sum(f.dropped_stale_claims for f in folds),
         any(f.reindexed for f in folds),
+        {agent: n for f in folds for agent, n in f.by_agent.items()},
     )
 
 
-def _fold_shard(store: MemoryStore, shard: int, agent_id: str | None, *, now: datetime, reindex: bool) -> AccessFold:
+def _fold_shard(
+    store: MemoryStore, shard: int, agent_id: str | list[str] | None, *, now: datetime, reindex: bool
+) -> AccessFold:
     log = store.shards[shard].access_log
-    scope = eq("agent_id", agent_id) if agent_id is not None else "true"
+    scope = (
+        "true"
+        if agent_id is None
+        else eq("agent_id", agent_id)
+        if isinstance(agent_id, str)
+        else f"agent_id IN {in_list(agent_id)}"
+    )
     if not log.table.count_rows(None if agent_id is None else scope):  # no commit when idle
         return AccessFold(0, 0, 0, 0, reindex and refresh_vector_index(store, shard=shard))
     stale = (
@@ -144,7 +170,9 @@ def _fold_shard(store: MemoryStore, shard: int, agent_id: str | None, *, now: da
     if not claimed:
         return AccessFold(0, 0, 0, dropped, reindex and refresh_vector_index(store, shard=shard))
     mine = eq("claimed_by", fold_id)
-    summed = _summed(log._read(mine))
+    claimed_rows = log._read(mine, with_agent=True)
+    by_agent = dict(claimed_rows.group_by("agent_id").len().iter_rows())
+    summed = _summed(claimed_rows.drop("agent_id"))
     applied = 0
     for (times,), group in summed.group_by("times"):
         at = cast(datetime, group["at"].max())
@@ -152,7 +180,8 @@ def _fold_shard(store: MemoryStore, shard: int, agent_id: str | None, *, now: da
         applied += store.record_access(rows, times=int(times), at=at, shard=shard)
     _with_retry(lambda: log.table.delete(mine))
     _compact_log(log.table)
-    return AccessFold(claimed, summed.height, applied, dropped, reindex and refresh_vector_index(store, shard=shard))
+    reindexed = reindex and refresh_vector_index(store, shard=shard)
+    return AccessFold(claimed, summed.height, applied, dropped, reindexed, by_agent)
 
 
 _LOG_FRAME: dict[str, pl.DataType] = {

@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.embed import Embedder, get_embedder
-from engram_pipeline.model import META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
+from engram_pipeline.model import LINK_SCHEMA, META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import cas, edits, maintenance, write_path
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
@@ -40,6 +40,8 @@ from engram_pipeline.store.sharding import by_shard, shard_of
 from engram_pipeline.store.shards import Shard, open_table
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
+
+AGENT_CHUNK = 1000  # agents per query of a multi-agent read (an IN list of that many quoted ids)
 
 
 class MemoryStore:
@@ -251,22 +253,36 @@ class MemoryStore:
         return q.limit(None).to_arrow()
 
     def scan_agents(
-        self, agent_ids: Iterable[str], *, columns: list[str] | None = None, where: str | None = None
+        self,
+        agent_ids: Iterable[str],
+        *,
+        columns: list[str] | None = None,
+        where: str | None = None,
+        version: int | None = None,
     ) -> pa.Table:
-        """All rows of the agents ``agent_ids`` as one Arrow table (``where`` is extra SQL the caller has
-        quoted): one read per shard they fall in (per 1,000 agents), grouped by shard."""
+        """All rows of every agent in ``agent_ids`` as one Arrow table: :meth:`scan` for a set of agents (a
+        sweep's one read), grouped by shard, in chunks of :data:`AGENT_CHUNK` agents (one query each). A
+        ``version`` is one shard's table version, so with one the agents must all be in one shard. No agent
+        means an empty table of the schema (or of ``columns``)."""
+        groups = by_shard(agent_ids, self.shard_count)
+        if version is not None and len(groups) > 1:
+            raise InvalidInput(f"a scan as of a table version reads one shard; these agents are in {len(groups)}")
         parts = []
-        for k, agents in by_shard(agent_ids, self.shard_count).items():
-            for start in range(0, len(agents), 1000):
-                cond = f"agent_id IN {in_list(agents[start : start + 1000])}" + (f" AND ({where})" if where else "")
-                q = self.shards[k].memories.search().where(cond)
+        for k, agents in groups.items():
+            table = self.shards[k].memories
+            if version is not None:
+                table = self.db.open_table(self.shards[k].name("memories"))
+                table.checkout(version)
+            for start in range(0, len(agents), AGENT_CHUNK):
+                chunk = agents[start : start + AGENT_CHUNK]
+                q = table.search().where(f"agent_id IN {in_list(chunk)}" + (f" AND ({where})" if where else ""))
                 if columns:
                     q = q.select(columns)
                 parts.append(q.limit(None).to_arrow())
         if not parts:
             schema = self.memory_schema
-            return schema.empty_table().select(columns) if columns else schema.empty_table()
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+            return schema.empty_table() if not columns else pa.schema([schema.field(c) for c in columns]).empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def list_memories(
         self,
@@ -590,8 +606,12 @@ class MemoryStore:
         ids = list(memory_ids)
         return [link for shard in self.shards for link in shard.links.of(ids, rel=rel)]
 
-    def links_for_agent(self, agent_id: str) -> pa.Table:
-        return self.shard_for(agent_id).links.for_agent(agent_id)
+    def links_for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
+        """The links of one agent, or of every agent in a sequence of ids (a sweep), shard by shard."""
+        if isinstance(agent_id, str):
+            return self.shard_for(agent_id).links.for_agent(agent_id)
+        parts = [self.shards[k].links.for_agent(group) for k, group in by_shard(agent_id, self.shard_count).items()]
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0] if parts else LINK_SCHEMA.empty_table()
 
     def drop_links(self, agent_id: str, *, src_id: str, dst_id: str, rel: str) -> None:
         """See :meth:`Links.drop` (the links of ``agent_id``'s rows)."""

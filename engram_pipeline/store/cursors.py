@@ -13,9 +13,10 @@ LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name star
 
 
 def lease_agent(key: str) -> str | None:
-    """The agent a cursor or lease key names (``[lease:]<pass>/<agent_id>``; agent ids hold no ``/``), None
-    for a key that names none: a lease lives in that agent's shard, any other in shard 0."""
-    head, sep, agent = key.removeprefix(LEASE_PREFIX).rpartition("/")
+    """The agent (or sweep scope, ``shard/<k>-of-<n>``) a cursor or lease key names (``[lease:]<pass>/<agent>``;
+    pass names and agent ids hold no ``/``), None for a key that names none: a lease lives in that agent's
+    shard, any other in shard 0."""
+    head, sep, agent = key.removeprefix(LEASE_PREFIX).partition("/")
     return agent if sep and head else None
 
 

@@ -57,5 +57,13 @@ class Links:
             where += f" AND rel = {lit(rel)}"
         return self.table.search().where(where).limit(None).to_arrow().to_pylist()
 
-    def for_agent(self, agent_id: str) -> pa.Table:
-        return self.table.search().where(eq("agent_id", agent_id)).limit(None).to_arrow()
+    def for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
+        """The links of ``agent_id``, or of every agent of a sequence (read in chunks of 1,000 agents)."""
+        if isinstance(agent_id, str):
+            return self.table.search().where(eq("agent_id", agent_id)).limit(None).to_arrow()
+        agents = sorted(set(agent_id))
+        parts = [
+            self.table.search().where(f"agent_id IN {in_list(agents[i : i + 1000])}").limit(None).to_arrow()
+            for i in range(0, len(agents), 1000)
+        ]
+        return pa.concat_tables(parts) if parts else LINK_SCHEMA.empty_table()

@@ -50,7 +50,7 @@ from engram_pipeline.store.cursors import lease_agent
 from engram_pipeline.store.errors import InvalidInput, StoreError
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.meta import MIGRATION, SHARDS, read_meta, write_meta
-from engram_pipeline.store.sharding import shard_of
+from engram_pipeline.store.sharding import is_shard_scope, shard_of
 from engram_pipeline.store.shards import open_table, schemas, table_name
 
 
@@ -149,7 +149,8 @@ def _shards_of(rows: pa.Table, base: str, target: int) -> np.ndarray:
         agents = [
             a if a is not None else lease_agent(key) for a, key in zip(agents, rows["key"].to_pylist(), strict=True)
         ]
-    known = {a: shard_of(a, target) for a in set(agents) if a is not None}
+    # a sweep's cursor names its layout's shard (``shard/<k>-of-<n>``): never read under another count
+    known = {a: 0 if is_shard_scope(a) else shard_of(a, target) for a in set(agents) if a is not None}
     return np.array([known.get(a, 0) if a is not None else 0 for a in agents], dtype=np.int64)
 
 

@@ -141,6 +141,12 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
 
         agent, plan_id, now, batch = rest
         report = apply_corpus_merge(store, agent, plan_id, now=datetime.fromisoformat(now), batch_size=int(batch))
+    elif command == "sweep":  # a columnar sweep: sweep PASS NOW BATCH AGENT...; the report is per agent
+        from engram_pipeline.lifecycle.sweep import COLUMNAR
+
+        name, now, batch, *agents = rest
+        reports = COLUMNAR[name](store, agents, now=datetime.fromisoformat(now), batch_size=int(batch))
+        report = {agent: dataclasses.asdict(r) for agent, r in reports.items()}
     elif command in PASSES:
         agent, now, batch = rest
         report = PASSES[command]()(store, agent, now=datetime.fromisoformat(now), batch_size=int(batch))

@@ -101,7 +101,7 @@ def interval_schedule(spec: Scheduled, interval_ms: int, fallback_ms: int, shard
         if spec.partitions == "shards":
             keys = shard_keys(shards)
         else:
-            keys = context.instance.get_dynamic_partitions(AGENTS)
+            keys = list(context.instance.get_dynamic_partitions(AGENTS))
             if not keys:
                 return SkipReason("no agent partitions yet: agent_partitions_sensor registers agents as they appear")
         return [RunRequest(run_key=f"{name}:{key}:{tick}", partition_key=key) for key in keys]

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
-from engram_pipeline.store.maintenance import optimize_table
+from engram_pipeline.store.maintenance import compact_if_fragmented, optimize_table
 from engram_pipeline.store.sharding import by_shard
 from engram_pipeline.store.sql import eq, in_list, lit
 
@@ -236,5 +236,4 @@ def refresh_vector_index(store: MemoryStore, *, shard: int | None = None, attemp
 
 
 def _compact_log(log: Any) -> None:
-    if int(log.stats()["fragment_stats"]["num_fragments"]) >= LOG_COMPACT_FRAGMENTS:
-        optimize_table(log)
+    compact_if_fragmented(log, LOG_COMPACT_FRAGMENTS)

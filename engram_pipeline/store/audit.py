@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from engram_pipeline.model import AUDIT_SCHEMA, Memory, row_from_json, row_to_json, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.sql import eq, in_list
 
 # Audit actions after which ``restore`` may bring a row back.
@@ -28,6 +29,7 @@ class AuditLog:
     def __init__(self, table: Any, memory_schema: pa.Schema) -> None:
         self.table = table
         self.memory_schema = memory_schema
+        self.bound = FragmentBound(table)
 
     def record(self, events: Sequence[AuditEvent], *, actor: str, run_id: str | None = None) -> None:
         """Append audit events (``memory_id``, ``agent_id``, ``action``, ``before``/``after`` rows or text).
@@ -58,11 +60,13 @@ class AuditLog:
             _with_retry(lambda: self.table.merge_insert("event_id").when_not_matched_insert_all().execute(table))
         else:
             _with_retry(lambda: self.table.add(table))
+        self.bound.wrote()
 
     def drop(self, event_ids: Sequence[str]) -> None:
         """Remove write-ahead events whose change did not happen (the row moved before the commit)."""
         if event_ids:
             _with_retry(lambda: self.table.delete(f"event_id IN {in_list(event_ids)}"))
+            self.bound.wrote()
 
     def _image(self, value: Any) -> str | None:
         if value is None or isinstance(value, str):

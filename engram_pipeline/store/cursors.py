@@ -7,6 +7,7 @@ from typing import Any
 
 from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.sql import eq, lit
 
 LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
@@ -25,6 +26,7 @@ class Cursors:
 
     def __init__(self, table: Any) -> None:
         self.table = table
+        self.bound = FragmentBound(table)
 
     def get(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
         rows = self.table.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
@@ -44,6 +46,7 @@ class Cursors:
                 self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
         )
+        self.bound.wrote()
 
     def lease_holder(self, key: str) -> str | None:
         """The holder (JSON text) of lease ``key``, None when it is free; creates the free row on first use.
@@ -67,4 +70,5 @@ class Cursors:
             " AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}"
         )
         result = _with_retry(lambda: self.table.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
+        self.bound.wrote()
         return int(result.rows_updated) > 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
+from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.sql import eq
 
 Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
@@ -18,6 +19,7 @@ class Plans:
 
     def __init__(self, table: Any) -> None:
         self.table = table
+        self.bound = FragmentBound(table)
 
     def save(
         self, agent_id: str, body: dict[str, Any], *, kind: str = "corpus_merge", run_id: str | None = None
@@ -37,6 +39,7 @@ class Plans:
         }
         table = rows_to_table([row], PLAN_SCHEMA)
         _with_retry(lambda: self.table.add(table))
+        self.bound.wrote()
         return plan_id
 
     def get(self, plan_id: str) -> Plan | None:
@@ -59,6 +62,7 @@ class Plans:
     def mark_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
         _with_retry(lambda: self.table.update(where=eq("plan_id", plan_id), values=values))
+        self.bound.wrote()
 
     def close(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
         """Compare-and-set a pending plan to ``status`` ("discarded", "expired") with ``note`` as its result;
@@ -66,6 +70,7 @@ class Plans:
         where = f"{eq('plan_id', plan_id)} AND {eq('status', 'pending')}"
         values = {"status": status, "result": json.dumps(note, sort_keys=True, default=str)}
         result = _with_retry(lambda: self.table.update(where=where, values=values))
+        self.bound.wrote()
         return int(result.rows_updated) > 0
 
 

@@ -1,11 +1,12 @@
-"""Concurrent writers on object storage (Ceph RGW): pass processes on different agents plus an API writer.
+"""Concurrent writers on object storage (Ceph RGW): pass processes on different shards plus an API writer.
 
-Three processes run importance decay on three agents (each round re-scores and commits every row of its agent)
-while a real ``uvicorn`` server takes versioned updates (PATCH with ``expected_version``) from a client on the
-same rows. All of them commit to the same Lance tables through RGW's conditional PUT. Afterwards no write is
+A store of three shards; three processes run importance decay on one agent of each shard (each round re-scores
+and commits every row of its agent) while a real ``uvicorn`` server takes versioned updates (PATCH with
+``expected_version``) from a client on the same rows of every shard. Each pass process commits to its own shard's
+tables, the API writer to all three, through RGW's conditional PUT. Afterwards no write is
 lost: each row's version counts exactly the writes that were acknowledged (decay's ``updated`` and the API's
 200s), each row's counter equals the API updates accepted for it, and every 409 was a real conflict. The commits
-per second each table took are printed (no timing assertion).
+per second each shard's tables took are printed (no timing assertion).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from itertools import count
 from pathlib import Path
 
 import httpx
@@ -24,10 +26,13 @@ import pytest
 from deploy.local_cluster import free_port
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.sharding import shard_of
 
 pytestmark = [pytest.mark.distributed, pytest.mark.integration, pytest.mark.slow]
 
-AGENTS = ["pass-a", "pass-b", "pass-c"]
+SHARDS = 3
+# one agent in each shard
+AGENTS = [next(f"pass-{n}" for n in count() if shard_of(f"pass-{n}", SHARDS) == k) for k in range(SHARDS)]
 ROWS_PER_AGENT = 6
 ROUNDS = 3
 API_UPDATES = 18
@@ -87,7 +92,7 @@ def api_writer(base: str, ids: list[str]) -> tuple[Counter[str], list[dict[str, 
 def test_passes_and_an_api_writer_lose_no_update_on_rgw(
     cluster_env: dict[str, str], s3_uri: str, tmp_path: Path
 ) -> None:
-    env = {**os.environ, **cluster_env, "ENGRAM_API_KEYS": "writer:tok-w:*"}
+    env = {**os.environ, **cluster_env, "ENGRAM_API_KEYS": "writer:tok-w:*", "ENGRAM_SHARDS": str(SHARDS)}
     settings = Settings.from_env(env)
     store = MemoryStore.open(s3_uri, settings=settings)
     ids = seed(store)
@@ -131,9 +136,12 @@ def test_passes_and_an_api_writer_lose_no_update_on_rgw(
     assert decay_writes and accepted
 
     after = fresh.table_versions()
-    rates = {t: f"{(after[t] - before[t]) / elapsed:.2f}" for t in after if after[t] != before[t]}
+    assert sorted(fresh.shard_of(a) for a in AGENTS) == list(range(SHARDS))
+    moved = {t for t in after if after[t] != before[t]}
+    assert all(any(t.startswith(f"memories_s{k}of") for t in moved) for k in range(SHARDS)), moved
+    rates = {t: f"{(after[t] - before[t]) / elapsed:.2f}" for t in sorted(moved)}
     print(
-        f"\nRGW, {len(AGENTS)} pass processes + 1 API writer, {elapsed:.0f} s: commits/s per table {rates}; "
+        f"\nRGW, {SHARDS} shards, a pass process on each + 1 API writer, {elapsed:.0f} s: commits/s per table {rates}; "
         f"decay rows written {decay_writes}, skipped {sum(r['skipped_concurrent_edit'] for r in all_reports)}; "
         f"API {dict(statuses)}, lost updates 0"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -94,7 +95,8 @@ class Lease:
                     alive = running or _running_check(owner)
                     threading.Thread(target=lease._beat, args=(alive,), name=f"lease {key}", daemon=True).start()
                     return lease
-                continue  # someone else swapped first: look again
+                time.sleep(random.uniform(0, _POLL_S[0]))  # a rival swapped too: part, then look again
+                continue
             waited = time.monotonic() - start
             if waited >= wait.total_seconds():
                 name, _, agent = key.partition("/")

@@ -51,8 +51,9 @@ class Cursors:
     def lease_holder(self, key: str) -> str | None:
         """The holder (JSON text) of lease ``key``, None when it is free; creates the free row on first use.
 
-        Two processes that both create the row may leave two free rows (a racing ``merge_insert`` insert can
-        duplicate a key); :meth:`swap_lease` updates every row of the key at once, so they stay identical.
+        Two processes that both create the row may leave two rows of the key (a racing ``merge_insert`` insert
+        can duplicate a key); a swap from a holder updates every row it holds, and :meth:`swap_lease` takes a
+        free lease only when no twin is held, so the held text, if any, is the holder.
         """
         cond = eq("key", LEASE_PREFIX + key)
         rows = self.table.search().where(cond).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
@@ -65,10 +66,29 @@ class Cursors:
         return held[0] if held else None
 
     def swap_lease(self, key: str, expected: str | None, holder: str | None) -> bool:
-        """Compare-and-set lease ``key`` from ``expected`` (None: free) to ``holder``; True if it applied."""
-        cond = eq("key", LEASE_PREFIX + key) + (
-            " AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}"
-        )
+        """Compare-and-set lease ``key`` from ``expected`` (None: free) to ``holder``; True if it applied.
+
+        A key may have twin rows (see :meth:`lease_holder`), and an update that raced the second insert leaves
+        one held and one free: the lease is free only when no row of the key is held. Taking it looks before
+        the update and again after it; a rival seen after means both took a free twin at once, and this run
+        gives its row back (the rival, seeing it too, does the same, or saw none and keeps the lease).
+        """
+        rows = eq("key", LEASE_PREFIX + key)
+        taking = holder if expected is None else None
+        if taking is not None and self._holders(rows):
+            return False
+        cond = rows + (" AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}")
         result = _with_retry(lambda: self.table.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
         self.bound.wrote()
-        return int(result.rows_updated) > 0
+        if int(result.rows_updated) == 0:
+            return False
+        if taking is not None and self._holders(rows) - {taking}:
+            mine = rows + f" AND cursor = {lit(taking)}"
+            _with_retry(lambda: self.table.update(where=mine, values={"cursor": None, "updated_at": utcnow()}))
+            self.bound.wrote()
+            return False
+        return True
+
+    def _holders(self, rows: str) -> frozenset[str]:
+        found = self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        return frozenset(h for h in found if h is not None)

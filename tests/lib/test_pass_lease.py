@@ -182,3 +182,23 @@ def test_a_run_that_raised_gives_the_lease_back_even_if_its_traceback_lives(
     time.sleep(0.5)  # the heartbeat's next beat finds the pass gone
     assert store.lease_holder("ltm_decay/a") is None
     assert kept[0].__traceback__ is not None
+
+
+def test_a_held_twin_row_keeps_the_lease_taken(store: MemoryStore) -> None:
+    """Two processes creating a lease's row at once can leave two rows of the key, and an update that raced the
+    second insert leaves one held and one free. Taking the lease "from free" must see the held twin: it used to
+    match the free row, and two runs held the lease at once (two concurrent decay runs split the prunes)."""
+    from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
+    from engram_pipeline.store.cursors import LEASE_PREFIX
+
+    key, other = "ltm_decay/a", json.dumps({"token": "x", "pid": os.getpid()})
+    base = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "updated_at": utcnow()}
+    twins = rows_to_table([{**base, "cursor": other}, {**base, "cursor": None}], CURSOR_SCHEMA)
+    store.shard_for("a").cursors.table.add(twins)
+    assert store.lease_holder(key) == other
+    assert not store.swap_lease(key, None, "mine")
+    assert store.lease_holder(key) == other  # and the free twin was given back, not left as "mine"
+    rows = store.shard_for("a").cursors.table.search().where(f"key = '{LEASE_PREFIX}{key}'").to_arrow()
+    assert sorted(rows["cursor"].to_pylist(), key=str) == sorted([other, None], key=str)
+    assert store.swap_lease(key, other, None)  # the holder gives it back: every row of the key is free
+    assert store.swap_lease(key, None, "mine") and store.lease_holder(key) == "mine"

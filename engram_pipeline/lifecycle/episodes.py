@@ -60,17 +60,12 @@ def last_watermarks(store: MemoryStore, agent_ids: Sequence[str]) -> dict[str, s
 
     The watermark lives in the agent's own cursor row (``consolidate/<agent>``), whether a run for that agent
     alone or a sweep over its shard wrote it, so switching between the two loses nothing."""
-    saved = store.get_cursors(CONSOLIDATE_PASS, agent_ids) if len(agent_ids) != 1 else {}
-    if len(agent_ids) == 1 and (one := store.get_cursor(CONSOLIDATE_PASS, agent_ids[0])):
-        saved = {agent_ids[0]: one}
-    return {
-        agent: None
-        if agent not in saved
-        else saved[agent].get("watermark")
-        if saved[agent].get("done")
-        else saved[agent].get("since")
-        for agent in agent_ids
-    }
+    saved = store.get_cursors(CONSOLIDATE_PASS, agent_ids)
+    out: dict[str, str | None] = {}
+    for agent in agent_ids:
+        mine = saved.get(agent, {})
+        out[agent] = mine.get("watermark") if mine.get("done") else mine.get("since")
+    return out
 
 
 def record_watermark(store: MemoryStore, agent_id: str, clusters: EpisodeClusters) -> None:

@@ -23,8 +23,11 @@ import numpy as np
 import pytest
 from store_procs import fork_worker
 
+from engram_pipeline.lifecycle._derived import visible_rows, write_derived
+from engram_pipeline.lifecycle.beliefs import plan_beliefs
 from engram_pipeline.lifecycle.consolidation import consolidate, consolidation_sweep
-from engram_pipeline.lifecycle.episodes import last_watermark
+from engram_pipeline.lifecycle.episodes import episode_clusters, last_watermark
+from engram_pipeline.lifecycle.extractors import default_extractor
 from engram_pipeline.lifecycle.sweep import sweep
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -240,6 +243,34 @@ def test_switching_between_the_sweep_and_consolidate_loses_nothing(tmp_path: Pat
     assert snapshot(swept) == snapshot(looped)
     assert {a: counts(r) for a, r in got.items()} == {a: counts(r) for a, r in want.items()}
     assert {r.episodes_scanned for r in got.values()} == {3}  # only the new episodes: the watermark held
+
+
+def test_a_row_edited_between_the_decision_and_the_write_is_decided_again(store_uri: str) -> None:
+    """The stages' one write for many agents keeps the compare-and-set: a reinforcement whose row moved is decided
+    again from the fresh row and written at its new version; one whose row is gone counts as skipped."""
+    store = open_store(store_uri, {})
+    agents = AGENTS[:3]
+    rows = []
+    for i, agent in enumerate(agents):
+        fact = [("User lives in Berlin", {"kind": "semantic", "confidence": 0.5})]
+        episodes = [(t, {"kind": "episodic"}) for t in ("User lives in Berlin now", "The user lives in Berlin.")]
+        rows += rows_of(store, agent, i, fact + episodes, NOW - timedelta(days=1))
+    store.insert_rows(rows)
+    seen = visible_rows(store, agents)
+    clusters = episode_clusters(store, agents, scope="full", now=NOW)
+    extractor = default_extractor()
+    plans = [
+        plan_beliefs(store.settings, a, seen[a], clusters[a], now=NOW, run_id="r", extractor=extractor)[0]
+        for a in agents
+    ]
+    facts = [p.changes[0]["id"] for p in plans]
+    assert [len(p.changes) for p in plans] == [1, 1, 1]  # each agent's fact is reinforced, none duplicated
+    store.update(facts[0], expected_version=1, tags=["edited"])
+    store.delete(facts[1], expected_version=1)
+    wrote = write_derived(store, plans, actor="consolidation", action="reinforce", run_id="r")
+    assert [(w.applied, w.skipped) for w in wrote.values()] == [((facts[0],), ()), ((), (facts[1],)), ((facts[2],), ())]
+    edited = store.get(facts[0], track_access=False)
+    assert edited["tags"] == ["edited"] and edited["version"] == 3 and edited["reinforcement_count"] == 1
 
 
 KILLS = 16  # kill points, spread over all the sweep's commit boundaries

@@ -135,11 +135,12 @@ def consolidation_sweep(
     now, run = cursor.now, cursor.run_id
     done = _stages(state, key)
 
-    def stage(name: str, counts: dict[str, dict[str, int]]) -> None:
+    def stage(name: str, values: dict[str, tuple[int, ...]]) -> None:
         # A stage that wrote begins the run (a cursor before it would only say "nothing yet"); an idle run
         # writes no cursor at all, and the next one starts from the same watermark.
-        done[name] = counts
-        if any(any(c.values()) for c in counts.values()):
+        # the cursor keeps the counts of the agents that did something
+        done[name] = {a: dict(zip(STAGE_COUNTS[name], v, strict=True)) for a, v in values.items() if any(v)}
+        if done[name]:
             cursor.begin()
         if not cursor.pending:
             store.set_cursor(CONSOLIDATE_PASS, key, state)
@@ -159,8 +160,7 @@ def consolidation_sweep(
         }
         wrote = write_derived(store, [p for p, _, _ in planned.values()], actor=ACTOR, action="reinforce", run_id=run)
         rows.wrote(wrote)
-        stage("beliefs", {a: {"created": len(w.created), "reinforced": len(w.applied), "skipped": len(w.skipped)}
-                          for a, w in wrote.items()})  # fmt: skip
+        stage("beliefs", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "procedures" not in done:
         recent = scope == "recent"
         procs = [
@@ -170,25 +170,22 @@ def consolidation_sweep(
             for a in agents
         ]
         wrote = write_derived(store, procs, actor=ACTOR, action="reinforce", run_id=run)
-        stage("procedures", {a: {"created": len(w.created), "reinforced": len(w.applied), "skipped": len(w.skipped)}
-                             for a, w in wrote.items()})  # fmt: skip
+        stage("procedures", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "schemas" not in done:
         schemas = [
             plan_schemas(settings, a, rows.of(a), now=now, run_id=run, extractor=extractor, relink=relink)[0]
             for a in agents
         ]
         wrote = write_derived(store, schemas, actor=ACTOR, action="update_schema", run_id=run)
-        stage("schemas", {a: {"created": len(w.created), "updated": len(w.applied), "skipped": len(w.skipped)}
-                          for a, w in wrote.items()})  # fmt: skip
+        stage("schemas", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "archival" not in done:
         archived = archival_sweep(store, agents, now=now, run_id=run)
-        stage("archival", {a: {"archived": r.archived, "skipped": r.skipped_concurrent_edit}
-                           for a, r in archived.items()})  # fmt: skip
+        stage("archival", {a: (r.archived, r.skipped_concurrent_edit) for a, r in archived.items()})
     watermark = now.isoformat()
     if len(agents) > 1 and not cursor.pending:
         # Each agent's watermark lives in its own cursor row, where its own run keeps it (one commit for all),
         # written before the sweep's cursor finishes: a kill in between resumes and writes them again.
-        began = [a for a in agents if clusters[a].episodes_scanned or any(any(done[n][a].values()) for n in done)]
+        began = [a for a in agents if clusters[a].episodes_scanned or any(a in done[n] for n in done)]
         store.set_cursors(
             CONSOLIDATE_PASS,
             {a: {"done": True, "watermark": watermark, "scope": scope, "since": since[a], "run_id": run,
@@ -197,7 +194,7 @@ def consolidation_sweep(
     summary = cursor.finish(watermark=watermark, scope=scope)
     out = {}
     for a in agents:
-        counts = {name: done[name][a] for name in done}
+        counts = {name: dict.fromkeys(STAGE_COUNTS[name], 0) | done[name].get(a, {}) for name in done}
         out[a] = ConsolidationReport(
             episodes_scanned=clusters[a].episodes_scanned,
             clusters=len(clusters[a].clusters),
@@ -214,6 +211,15 @@ def consolidation_sweep(
     return out
 
 
+# each stage's counts, as its cursor keeps them (an agent that did nothing in a stage is left out)
+STAGE_COUNTS = {
+    "beliefs": ("created", "reinforced", "skipped"),
+    "procedures": ("created", "reinforced", "skipped"),
+    "schemas": ("created", "updated", "skipped"),
+    "archival": ("archived", "skipped"),
+}
+
+
 def _since(state: dict[str, Any], key: str, previous: dict[str, str | None]) -> dict[str, str | None]:
     """Each agent's watermark when the run began, kept in the run's cursor: a one-agent run's ``since`` (where
     :func:`~engram_pipeline.lifecycle.episodes.last_watermark` finds an unfinished run's start), a sweep's
@@ -221,7 +227,8 @@ def _since(state: dict[str, Any], key: str, previous: dict[str, str | None]) -> 
     if list(previous) == [key]:
         state.setdefault("since", previous[key])
         return {key: state["since"]}
-    return dict(state.setdefault("since_by_agent", previous))
+    kept = state.setdefault("since_by_agent", {a: s for a, s in previous.items() if s is not None})
+    return {a: kept.get(a) for a in previous}
 
 
 def _stages(state: dict[str, Any], key: str) -> dict[str, dict[str, dict[str, int]]]:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import Claim, same_value
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
+from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
@@ -43,7 +44,9 @@ from engram_pipeline.scoring import reinforce
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
+    from engram_pipeline.store.links import Link
 
 ACTOR = "consolidation"
 FUNCTIONAL = FUNCTIONAL_RELATIONS
@@ -252,7 +255,11 @@ def _representatives(values: Counter[tuple[str, bool]]) -> dict[tuple[str, bool]
 def existing_index(store: MemoryStore, agent_id: str, kind: str, extractor: Extractor) -> dict[str, Memory]:
     """Visible rows of ``kind`` by belief key: derived rows by ``metadata.belief_key``, others by their one
     claim; also by ``hash:<content_hash>``."""
-    rows = store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE_SQL}").to_pylist()
+    return index_rows(store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE_SQL}").to_pylist(), extractor)
+
+
+def index_rows(rows: list[Memory], extractor: Extractor) -> dict[str, Memory]:
+    """:func:`existing_index` of rows already read."""
     index: dict[str, Memory] = {}
     plain = [r for r in rows if "belief_key" not in loads_metadata(r)]
     for r, found in zip(plain, extractor.extract_claims([r["content"] for r in plain]), strict=True):
@@ -269,53 +276,6 @@ def existing_index(store: MemoryStore, agent_id: str, kind: str, extractor: Extr
     return index
 
 
-def insert_derived(
-    store: MemoryStore, agent_id: str, specs: Sequence[dict[str, Any]], *, kind: str, run_id: str | None
-) -> list[str]:
-    """Insert derived rows (``content``, ``confidence``, ``metadata``, ``sources`` = [(id, score)]) in one
-    batch, and their ``derived-from`` links in one call. Returns the ids inserted."""
-    if not specs:
-        return []
-    specs = _free_contents(store, agent_id, specs)
-    vectors = store.embed([sp["content"] for sp in specs])
-    rows = []
-    for sp, vec in zip(specs, vectors, strict=True):
-        row = store.new_row(
-            agent_id,
-            sp["content"],
-            tier="ltm",
-            kind=kind,
-            source="derived",
-            confidence=round(float(sp["confidence"]), 6),
-            metadata=sp["metadata"],
-        )
-        row["vector"] = vec.tolist()
-        rows.append(row)
-    inserted = set(store.insert_rows(rows))
-    links = [
-        {"agent_id": agent_id, "src_id": row["id"], "dst_id": src, "rel": "derived-from", "score": float(score)}
-        for row, sp in zip(rows, specs, strict=True)
-        if row["id"] in inserted
-        for src, score in sp["sources"]
-    ]
-    store.add_links(links, run_id=run_id)
-    return [r["id"] for r in rows if r["id"] in inserted]
-
-
-def _free_contents(store: MemoryStore, agent_id: str, specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Content is unique per agent (exact dedup): a derived sentence that an episode already says verbatim is
-    written as ``<sentence> (consolidated).`` instead, so the derived row can exist beside its source."""
-    from engram_pipeline.store.sql import in_list
-
-    hashes = {content_hash(agent_id, sp["content"]): sp for sp in specs}
-    taken = store.scan(agent_id, columns=["content_hash"], where=f"content_hash IN {in_list(list(hashes))}")
-    clash = set(taken["content_hash"].to_pylist())
-    return [
-        {**sp, "content": f"{sp['content'].rstrip('.')} (consolidated)."} if h in clash else sp
-        for h, sp in hashes.items()
-    ]
-
-
 def extract_beliefs(
     store: MemoryStore,
     agent_id: str,
@@ -325,22 +285,45 @@ def extract_beliefs(
     run_id: str | None = None,
     extractor: Extractor | None = None,
 ) -> BeliefReport:
-    """Create or reinforce the beliefs of ``clusters``; see the module docstring."""
-    s = store.settings
-    now = now or utcnow()
+    """Create or reinforce the beliefs of ``clusters``; see the module docstring. The stage for one agent of
+    :func:`~engram_pipeline.lifecycle.consolidation.consolidation_sweep`."""
     extractor = extractor or default_extractor()
+    now = now or utcnow()
+    rows = visible_rows(store, [agent_id])[agent_id]
+    plan, groups, conflicts = plan_beliefs(
+        store.settings, agent_id, rows, clusters, now=now, run_id=run_id, extractor=extractor
+    )
+    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id)[agent_id]
+    return BeliefReport(groups, len(done.created), len(done.applied), conflicts, len(done.skipped), done.created)
+
+
+def plan_beliefs(
+    settings: Settings,
+    agent_id: str,
+    rows: Rows,
+    clusters: EpisodeClusters | Sequence[Sequence[str]],
+    *,
+    now: datetime,
+    run_id: str | None,
+    extractor: Extractor,
+    relink: bool = False,
+) -> tuple[DerivedPlan, int, int]:
+    """The beliefs to create and reinforce for one agent from its visible ``rows`` (by kind); also the number
+    of groups voted over and of conflicts found. ``relink`` (a resumed run): also the links of the beliefs
+    this run already created or reinforced."""
+    s = settings
     groups = clusters.clusters if isinstance(clusters, EpisodeClusters) else tuple(map(tuple, clusters))
     since = clusters.since_time if isinstance(clusters, EpisodeClusters) else None
     # Every visible episode's claims: an embedding cluster can split one claim said in different words, so
     # the episodes that speak to the same slot are a group of their own too.
-    rows = store.scan(
-        agent_id, columns=["id", "content", "created_at"], where=f"kind = 'episodic' AND {VISIBLE_SQL}"
-    ).to_pylist()
-    claims = dict(zip([r["id"] for r in rows], extractor.extract_claims([r["content"] for r in rows]), strict=True))
-    when = {r["id"]: r["created_at"] for r in rows}
+    episodes = rows.get("episodic", [])
+    claims = dict(
+        zip([r["id"] for r in episodes], extractor.extract_claims([r["content"] for r in episodes]), strict=True)
+    )
+    when = {r["id"]: r["created_at"] for r in episodes}
     groups = (*groups, *slot_groups(claims, when, since=since))
     cands = vote(groups, claims, support_k=s.belief_support_k, floor=s.archive_confidence, when=when)
-    index = existing_index(store, agent_id, "semantic", extractor) if cands else {}
+    index = index_rows([dict(r) for r in rows.get("semantic", [])], extractor) if cands else {}
 
     specs, changes, conflicts = [], [], 0
     support_of: dict[str, set[str]] = {}  # existing row id -> the support a candidate brings it
@@ -381,25 +364,47 @@ def extract_beliefs(
                 "sources": [(e, cand.consistency) for e in sorted(cand.support)],
             }
         )
-    created = insert_derived(store, agent_id, specs, kind="semantic", run_id=run_id)
     derived = {r["id"] for r in index.values() if r.get("source") == "derived"}
 
-    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
-        again = (_reinforcement(r, support_of.get(r["id"], set()), now) for r in fresh)
-        return [c for c in again if c]
+    def links(applied: set[str]) -> list[Link]:
+        # a reinforced derived belief links to its new supporting episodes too
+        return [
+            {"agent_id": agent_id, "src_id": mid, "dst_id": e, "rel": "derived-from", "score": 1.0}
+            for mid in sorted(applied & derived)
+            for e in sorted(support_of[mid] - old_support[mid])
+        ]
 
-    result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="reinforce", run_id=run_id)
-    # a reinforced derived belief links to its new supporting episodes too
-    links = [
-        {"agent_id": agent_id, "src_id": mid, "dst_id": e, "rel": "derived-from", "score": 1.0}
-        for mid in result.applied
-        if mid in derived
-        for e in sorted(support_of[mid] - old_support[mid])
-    ]
-    store.add_links(links, run_id=run_id)
-    return BeliefReport(
-        len(groups), len(created), len(result.applied), conflicts, len(result.skipped_concurrent_edit), tuple(created)
+    plan = DerivedPlan(
+        agent_id,
+        "semantic",
+        specs,
+        changes,
+        redo=lambda r: _reinforcement(r, support_of.get(r["id"], set()), now),
+        links=links,
+        relinks=_relinks(rows.get("semantic", []), now=now, run_id=run_id) if relink else [],
     )
+    return plan, len(groups), conflicts
+
+
+def _relinks(rows: list[Memory], *, now: datetime, run_id: str | None) -> list[Link]:
+    """The links of derived beliefs that run ``run_id`` created (to their support, scored by the recorded
+    consistency) or reinforced at ``now`` (to their support; the ones not stored yet are the new ones)."""
+    out: list[Link] = []
+    for r in rows:
+        meta = loads_metadata(r)
+        if r["source"] != "derived" or "belief_key" not in meta:
+            continue
+        if meta.get("run_id") == run_id:
+            score = float(meta.get("consistency", 1.0))
+        elif meta.get("reinforced_at") == now.isoformat():
+            score = 1.0
+        else:
+            continue
+        out += [
+            {"agent_id": r["agent_id"], "src_id": r["id"], "dst_id": e, "rel": "derived-from", "score": score}
+            for e in meta.get("support", [])
+        ]
+    return out
 
 
 def _reinforcement(row: Memory, support: set[str], now: datetime) -> dict[str, Any] | None:

@@ -13,18 +13,21 @@ a new episode joins the old ones it repeats). ``EpisodeClusters.watermark`` is t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.model import utcnow
-from engram_pipeline.similarity import components
+from engram_pipeline.similarity import PAIRS_SCHEMA, components
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
 
 CONSOLIDATE_PASS = "consolidate"
@@ -49,10 +52,20 @@ class EpisodeClusters:
 
 def last_watermark(store: MemoryStore, agent_id: str) -> str | None:
     """The watermark of the last finished ``consolidate`` run of the agent (or of the unfinished one's start)."""
-    saved = store.get_cursor(CONSOLIDATE_PASS, agent_id)
-    if not saved:
-        return None
-    return saved.get("watermark") if saved.get("done") else saved.get("since")
+    return last_watermarks(store, [agent_id])[agent_id]
+
+
+def last_watermarks(store: MemoryStore, agent_ids: Sequence[str]) -> dict[str, str | None]:
+    """:func:`last_watermark` of every agent of ``agent_ids``, from one read of their ``consolidate`` cursors.
+
+    The watermark lives in the agent's own cursor row (``consolidate/<agent>``), whether a run for that agent
+    alone or a sweep over its shard wrote it, so switching between the two loses nothing."""
+    saved = store.get_cursors(CONSOLIDATE_PASS, agent_ids)
+    out: dict[str, str | None] = {}
+    for agent in agent_ids:
+        mine = saved.get(agent, {})
+        out[agent] = mine.get("watermark") if mine.get("done") else mine.get("since")
+    return out
 
 
 def record_watermark(store: MemoryStore, agent_id: str, clusters: EpisodeClusters) -> None:
@@ -86,34 +99,63 @@ def cluster_episodes(
     ``ENGRAM_EPISODE_CLUSTER_SIMILARITY``; without it the graph of the episodes is computed here. ``since``
     overrides the recent watermark (default: :func:`last_watermark`).
     """
+    given = {agent_id: since} if since is not None else None
+    return episode_clusters(store, [agent_id], scope=scope, graph=graph, now=now, since=given)[agent_id]
+
+
+def episode_clusters(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    scope: str = "recent",
+    graph: Any = None,
+    now: datetime | None = None,
+    since: Mapping[str, str | None] | None = None,
+) -> dict[str, EpisodeClusters]:
+    """:func:`cluster_episodes` for every agent of ``agent_ids`` from one read of their episodes; ``graph`` may
+    hold the pairs of all of them (a pair of two agents' episodes joins nothing), ``since`` each agent's
+    watermark (default: :func:`last_watermarks`)."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
     s = store.settings
     now = now or utcnow()
-    if scope == "recent" and since is None:
-        since = last_watermark(store, agent_id)
+    agents = list(agent_ids)
     if scope == "full":
-        since = None
-    columns = ["id", "created_at"] + (["vector"] if graph is None else [])
-    episodes = store.scan(
-        agent_id, columns=columns, where=f"kind = 'episodic' AND {VISIBLE_SQL} AND vector IS NOT NULL"
-    )
+        since = dict.fromkeys(agents)
+    elif since is None or any(a not in since for a in agents):
+        since = {**last_watermarks(store, agents), **(since or {})}
+    columns = ["id", "agent_id", "created_at"] + (["vector"] if graph is None else [])
+    where = f"kind = 'episodic' AND {VISIBLE_SQL} AND vector IS NOT NULL"
+    episodes = store.scan_agents(agents, columns=columns, where=where)
+    rows: dict[str, list[int]] = {agent: [] for agent in agents}
+    for n, agent in enumerate(episodes["agent_id"].to_pylist()):
+        rows[agent].append(n)
+    own_pairs = _pairs_by_agent(graph, episodes) if graph is not None else {}
+    out = {}
+    for agent in agents:
+        mine = episodes.take(pa.array(rows[agent], pa.int64()))
+        if graph is None:
+            pairs = _episode_graph(mine, store.embedder.dimension, s.episode_cluster_similarity)
+        else:
+            pairs = own_pairs.get(agent, PAIRS_SCHEMA.empty_table())
+        out[agent] = _clusters(mine, pairs, scope=scope, since=since[agent], now=now, settings=s)
+    return out
+
+
+def _clusters(
+    episodes: pa.Table, pairs: pa.Table, *, scope: str, since: str | None, now: datetime, settings: Settings
+) -> EpisodeClusters:
+    """One agent's clusters from its episodes (``id``, ``created_at``) and their neighbour pairs."""
     ids = episodes["id"].combine_chunks() if episodes.num_rows else pa.array([], pa.string())
     if since is not None and episodes.num_rows:
         cut = pa.scalar(datetime.fromisoformat(since), type=pa.timestamp("us", tz="UTC"))
         recent = set(pc.filter(ids, pc.greater(episodes["created_at"], cut)).to_pylist())
     else:
         recent = set(ids.to_pylist())
-    if graph is None:
-        pairs = _episode_graph(episodes, store.embedder.dimension, s.episode_cluster_similarity)
-    else:
-        table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
-        keep = pc.and_(pc.is_in(table["src_id"], value_set=ids), pc.is_in(table["dst_id"], value_set=ids))
-        pairs = table.filter(keep)
     found = [
         tuple(c)
-        for c in components(pairs, s.episode_cluster_similarity)
-        if len(c) >= max(2, s.episode_cluster_min_size) and not recent.isdisjoint(c)
+        for c in components(pairs, settings.episode_cluster_similarity)
+        if len(c) >= max(2, settings.episode_cluster_min_size) and not recent.isdisjoint(c)
     ]
     clustered = {i for c in found for i in c}
     return EpisodeClusters(
@@ -124,6 +166,24 @@ def cluster_episodes(
         since=since,
         watermark=now.isoformat(),
     )
+
+
+def _pairs_by_agent(graph: Any, episodes: pa.Table) -> dict[str, pa.Table]:
+    """The pairs of ``graph`` between two episodes of one agent, by agent (in the graph's order)."""
+    table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
+    pairs = pl.from_arrow(table.select(["src_id", "dst_id", "score"]))
+    assert isinstance(pairs, pl.DataFrame)
+    owner = pl.DataFrame({"id": episodes["id"].to_pylist(), "agent_id": episodes["agent_id"].to_pylist()})
+    owner = owner.cast({"id": pl.String, "agent_id": pl.String})
+    pairs = pairs.join(owner.rename({"id": "src_id"}), on="src_id", how="inner", maintain_order="left")
+    pairs = pairs.join(
+        owner.rename({"id": "dst_id", "agent_id": "dst_agent"}), on="dst_id", how="inner", maintain_order="left"
+    ).filter(pl.col("agent_id") == pl.col("dst_agent"))
+    schema = table.select(["src_id", "dst_id", "score"]).schema
+    return {
+        str(agent): part.drop("agent_id", "dst_agent").to_arrow().cast(schema)
+        for (agent,), part in pairs.partition_by("agent_id", as_dict=True, maintain_order=True).items()
+    }
 
 
 def _episode_graph(episodes: pa.Table, dim: int, floor: float) -> pa.Table:

@@ -6,9 +6,10 @@ STM promotion, importance decay, the neighbour graph, confidence decay, contradi
 instance; the Dagster job materialises the same passes as separate assets.
 
 :func:`pipeline_sweep` runs it over a set of agents of one shard: promotion, importance decay, the neighbour
-graph (each agent's, from one read), confidence decay and contradictions as columnar sweeps (one cursor per
-shard each); the corpus merge plan, the consolidation stages and the health report still run agent by agent,
-each handed its own agent's part of the graph. :func:`run_pipeline` is the sweep of one agent.
+graph (each agent's, from one read), confidence decay, contradictions and the five consolidation stages as
+columnar sweeps (one cursor per shard each; consolidation keeps each agent's ``recent`` watermark in that
+agent's own cursor row); the corpus merge plan and the health report still run agent by agent, each handed its
+own agent's part of the graph. :func:`run_pipeline` is the sweep of one agent.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -29,7 +30,7 @@ import polars as pl
 
 from engram_pipeline.lifecycle._common import agent_frame
 from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, confidence_sweep
-from engram_pipeline.lifecycle.consolidation import ConsolidationReport, consolidate
+from engram_pipeline.lifecycle.consolidation import ConsolidationReport, consolidation_sweep
 from engram_pipeline.lifecycle.contradictions import ContradictionReport, contradiction_sweep
 from engram_pipeline.lifecycle.corpus_merge import CorpusMergeReport, consolidate_corpus
 from engram_pipeline.lifecycle.decay import DecayReport, decay_sweep
@@ -77,11 +78,12 @@ def pipeline_sweep(
     pairs = pl.from_arrow(graph)
     assert isinstance(pairs, pl.DataFrame)
     pairs = pairs.join(owner.rename({"id": "src_id"}), on="src_id", how="left", maintain_order="left")
+    stages_of = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now)
     out = {}
     for agent in agents:
         own = pairs.filter(pl.col("agent_id") == agent).drop("agent_id").to_arrow().cast(graph.schema)
         plan = consolidate_corpus(store, agent, dry_run=True, graph=own, now=now)
-        stages = consolidate(store, agent, scope=scope, graph=own, now=now)
+        stages = stages_of[agent]
         report = health(store, agent, now=now)
         out[agent] = PipelineReport(
             promotion[agent], decay[agent], confidence[agent], contradictions[agent], plan, stages, report

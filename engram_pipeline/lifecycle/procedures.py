@@ -39,14 +39,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import normalise_value
-from engram_pipeline.lifecycle.beliefs import ACTOR, insert_derived
+from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
+from engram_pipeline.lifecycle.beliefs import ACTOR
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 from engram_pipeline.utterances import drop_speaker, strip_context
-from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
 
 _WHEN = re.compile(
@@ -133,21 +134,37 @@ def detect_procedures(
     now: datetime | None = None,
     run_id: str | None = None,
 ) -> ProcedureReport:
-    """Create or update procedures from the agent's episodes; see the module docstring.
+    """Create or update procedures from the agent's episodes; see the module docstring. The stage for one agent
+    of :func:`~engram_pipeline.lifecycle.consolidation.consolidation_sweep`.
 
     With ``clusters_or_none`` from a ``recent`` run, only patterns with an episode created after its
     ``since`` are considered (a shortcut: the evidence rule alone already makes re-runs change nothing).
     """
-    s = store.settings
     now = now or utcnow()
+    rows = visible_rows(store, [agent_id])[agent_id]
+    plan, scanned, patterns = plan_procedures(store.settings, agent_id, rows, clusters_or_none, now=now, run_id=run_id)
+    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id)[agent_id]
+    return ProcedureReport(scanned, patterns, len(done.created), len(done.applied), len(done.skipped), done.created)
+
+
+def plan_procedures(
+    settings: Settings,
+    agent_id: str,
+    rows: Rows,
+    clusters_or_none: EpisodeClusters | None,
+    *,
+    now: datetime,
+    run_id: str | None,
+    relink: bool = False,
+) -> tuple[DerivedPlan, int, int]:
+    """The procedures to create and update for one agent from its visible ``rows`` (by kind); also the number
+    of episodes scanned and of distinct patterns seen. ``relink`` (a resumed run): also the links of the
+    procedures this run already created."""
+    s = settings
     since = clusters_or_none.since_time if clusters_or_none is not None else None
-    rows = store.scan(
-        agent_id,
-        columns=["id", "content", "outcome", "metadata", "created_at"],
-        where=f"kind = 'episodic' AND {VISIBLE_SQL}",
-    ).to_pylist()
+    episodes = rows.get("episodic", [])
     groups: dict[str, dict[str, Any]] = {}
-    for r in sorted(rows, key=lambda r: (r["created_at"], r["id"])):
+    for r in sorted(episodes, key=lambda r: (r["created_at"], r["id"])):
         found = trigger_action(r["content"], loads_metadata(r))
         outcome = r["outcome"] or (text_outcome(r["content"], found[0]) if found else None)
         if found is None or outcome not in ("success", "failure"):
@@ -159,10 +176,11 @@ def detect_procedures(
         if outcome == "success":
             g["texts"][found] += 1
         g["new"] |= since is None or r["created_at"] > since
-    procedural = store.scan(agent_id, where=f"kind = 'procedural' AND {VISIBLE_SQL}").to_pylist()
+    procedural = rows.get("procedural", [])
     existing = {loads_metadata(r).get("procedure_key"): r for r in procedural}
     by_hash = {r["content_hash"]: r for r in procedural}
-    specs, changes, evidence = [], [], {}
+    specs, changes = [], []
+    evidence: dict[str, tuple[set[str], set[str]]] = {}
     for key in sorted(groups):
         g = groups[key]
         if not g["new"]:
@@ -201,16 +219,20 @@ def detect_procedures(
                 "sources": [(e, 1.0) for e in sorted(g["success"])],
             }
         )
-    created = insert_derived(store, agent_id, specs, kind="procedural", run_id=run_id)
-
-    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
-        again = (_update(r, *evidence.get(r["id"], (set(), set())), now) for r in fresh)
-        return [c for c in again if c]
-
-    result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="reinforce", run_id=run_id)
-    return ProcedureReport(
-        len(rows), len(groups), len(created), len(result.applied), len(result.skipped_concurrent_edit), tuple(created)
+    plan = DerivedPlan(
+        agent_id,
+        "procedural",
+        specs,
+        changes,
+        redo=lambda r: _update(r, *evidence.get(r["id"], (set(), set())), now),
+        relinks=[
+            {"agent_id": agent_id, "src_id": r["id"], "dst_id": e, "rel": "derived-from", "score": 1.0}
+            for r in procedural
+            if relink and r["source"] == "derived" and loads_metadata(r).get("run_id") == run_id
+            for e in loads_metadata(r).get("successes", [])
+        ],
     )
+    return plan, len(episodes), len(groups)
 
 
 def _update(row: Memory, success: set[str], failure: set[str], now: datetime) -> dict[str, Any] | None:

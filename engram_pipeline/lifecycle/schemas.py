@@ -29,13 +29,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.lifecycle.beliefs import _POSSESSIVE, ACTOR, claim_value, insert_derived, surface
+from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
+from engram_pipeline.lifecycle.beliefs import _POSSESSIVE, ACTOR, claim_value, surface
 from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
 from engram_pipeline.model import Memory, content_hash, dumps_metadata, loads_metadata, utcnow
-from engram_pipeline.visibility import VISIBLE_SQL, is_visible
+from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
+    from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
+    from engram_pipeline.store.links import Link
 
 ATTRIBUTE = {"lives_in": "location", "based_in": "location", "works_at": "employer"}
 MULTI = frozenset({"uses", "likes", "has"})
@@ -96,21 +99,38 @@ def derive_schemas(
     run_id: str | None = None,
     extractor: Extractor | None = None,
 ) -> SchemaReport:
-    """Create or update one schema per subject with enough consistent, confident attributes."""
-    s = store.settings
+    """Create or update one schema per subject with enough consistent, confident attributes. The stage for one
+    agent of :func:`~engram_pipeline.lifecycle.consolidation.consolidation_sweep`."""
     now = now or utcnow()
     extractor = extractor or default_extractor()
-    where = f"kind = 'semantic' AND {VISIBLE_SQL} AND confidence >= {float(s.schema_min_confidence)!r}"
-    rows = store.scan(agent_id, columns=["id", "content", "confidence"], where=where).to_pylist()
+    rows = visible_rows(store, [agent_id])[agent_id]
+    plan, scanned, subjects = plan_schemas(store.settings, agent_id, rows, now=now, run_id=run_id, extractor=extractor)
+    done = write_derived(store, [plan], actor=ACTOR, action="update_schema", run_id=run_id)[agent_id]
+    return SchemaReport(scanned, subjects, len(done.created), len(done.applied), len(done.skipped), done.created)
+
+
+def plan_schemas(
+    settings: Settings,
+    agent_id: str,
+    rows: Rows,
+    *,
+    now: datetime,
+    run_id: str | None,
+    extractor: Extractor,
+    relink: bool = False,
+) -> tuple[DerivedPlan, int, int]:
+    """The schemas to create and update for one agent from its visible ``rows`` (by kind); also the number of
+    sources scanned (semantic rows at ``ENGRAM_SCHEMA_MIN_CONFIDENCE`` or above) and of subjects. ``relink``
+    (a resumed run): also the links of the schemas this run already created or updated."""
+    s = settings
+    floor = float(s.schema_min_confidence)
+    sources_rows = [r for r in rows.get("semantic", []) if r["confidence"] is not None and r["confidence"] >= floor]
     subjects = {
         subj: found
-        for subj, found in attributes_by_subject(rows, extractor).items()
+        for subj, found in attributes_by_subject(sources_rows, extractor).items()
         if len(found[0]) >= s.schema_min_attributes
     }
-    existing = {
-        loads_metadata(r).get("schema_subject"): r
-        for r in store.scan(agent_id, where=f"kind = 'schema' AND {VISIBLE_SQL}").to_pylist()
-    }
+    existing = {loads_metadata(r).get("schema_subject"): r for r in rows.get("schema", [])}
     specs, changes, new_links = [], [], []
     for subject in sorted(subjects):
         attrs, conflicts, sources = subjects[subject]
@@ -149,23 +169,40 @@ def derive_schemas(
             {"agent_id": agent_id, "src_id": row["id"], "dst_id": i, "rel": "derived-from", "score": sources[i]}
             for i in sorted(set(sources) - set(old.get("sources", [])))
         ]
-    created = insert_derived(store, agent_id, specs, kind="schema", run_id=run_id)
-    if changes:
-        vectors = store.embed([c["content"] for c in changes])
-        for change, vec in zip(changes, vectors, strict=True):
-            change["vector"] = vec.tolist()
     planned = {c["id"]: c for c in changes}
 
-    def redo(fresh: list[Memory]) -> list[dict[str, Any]]:
+    def redo(fresh: Memory) -> dict[str, Any] | None:
         # the planned attributes still stand (they come from the sources, not from the schema row)
-        return [{**planned[r["id"]], "version": r["version"]} for r in fresh if is_visible(r)]
+        return {**planned[fresh["id"]], "version": fresh["version"]} if is_visible(fresh) else None
 
-    result = store.cas_write(changes, recompute=redo, actor=ACTOR, action="update_schema", run_id=run_id)
-    applied = set(result.applied)
-    store.add_links([link for link in new_links if link["src_id"] in applied], run_id=run_id)
-    return SchemaReport(
-        len(rows), len(subjects), len(created), len(applied), len(result.skipped_concurrent_edit), tuple(created)
+    plan = DerivedPlan(
+        agent_id,
+        "schema",
+        specs,
+        changes,
+        redo=redo,
+        links=lambda applied: [link for link in new_links if link["src_id"] in applied],
+        embed_changes=True,
+        relinks=_relinks(rows, now=now, run_id=run_id) if relink else [],
     )
+    return plan, len(sources_rows), len(subjects)
+
+
+def _relinks(rows: Rows, *, now: datetime, run_id: str | None) -> list[Link]:
+    """The links of schemas that run ``run_id`` created, or updated at ``now``, to their sources (scored by the
+    sources' confidence, as when they were written)."""
+    conf = {r["id"]: float(r["confidence"] or 0.0) for r in rows.get("semantic", [])}
+    out: list[Link] = []
+    for r in rows.get("schema", []):
+        meta = loads_metadata(r)
+        if meta.get("run_id") != run_id and meta.get("updated_at") != now.isoformat():
+            continue
+        out += [
+            {"agent_id": r["agent_id"], "src_id": r["id"], "dst_id": i, "rel": "derived-from", "score": conf[i]}
+            for i in meta.get("sources", [])
+            if i in conf
+        ]
+    return out
 
 
 def schema_attributes(row: Memory) -> dict[str, str]:

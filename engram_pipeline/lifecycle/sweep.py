@@ -10,8 +10,8 @@ The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard
 of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
 cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
 resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) still runs
-agent by agent inside the sweep, and so do the pipeline's corpus merge plan and consolidation stages (same
-reports, per-agent cursors); the pipeline's other stages are sweeps.
+agent by agent inside the sweep, and so does the pipeline's corpus merge plan (same reports, per-agent
+cursors); the pipeline's other stages, the five consolidation stages among them, are sweeps.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
 from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
-from engram_pipeline.lifecycle.consolidation import consolidate
+from engram_pipeline.lifecycle.consolidation import consolidate, consolidation_sweep
 from engram_pipeline.lifecycle.contradictions import contradiction_sweep, detect_contradictions
 from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
 from engram_pipeline.lifecycle.health import health
@@ -64,6 +64,7 @@ COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
     "confidence_decay": confidence_sweep,
     "archival": archival_sweep,
     "contradictions": contradiction_sweep,
+    "consolidation": consolidation_sweep,  # the five stages, scope "recent"
     "pipeline": pipeline_sweep,  # the columnar passes as sweeps, the others agent by agent inside it
 }
 

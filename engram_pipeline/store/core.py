@@ -658,6 +658,18 @@ class MemoryStore:
     def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
         self.shard_for(agent_id).cursors.set(pass_name, agent_id, cursor)
 
+    def get_cursors(self, pass_name: str, agent_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`get_cursor` for several agents at once (one read per shard), by agent; none saved: left out."""
+        out: dict[str, dict[str, Any]] = {}
+        for k, group in by_shard(agent_ids, self.shard_count).items():
+            out.update(self.shards[k].cursors.get_many(pass_name, group))
+        return out
+
+    def set_cursors(self, pass_name: str, cursors: dict[str, dict[str, Any]]) -> None:
+        """:meth:`set_cursor` for several agents at once (one commit per shard they fall in)."""
+        for k, group in by_shard(cursors, self.shard_count).items():
+            self.shards[k].cursors.set_many(pass_name, {a: cursors[a] for a in group})
+
     def _lease_cursors(self, key: str) -> Cursors:
         agent_id = lease_agent(key)
         return self.shard_for(agent_id).cursors if agent_id is not None else self.shards[0].cursors

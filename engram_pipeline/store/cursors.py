@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq, lit
+from engram_pipeline.store.sql import eq, in_list, lit
 
 LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
 
@@ -41,6 +42,42 @@ class Cursors:
             "updated_at": utcnow(),
         }
         table = rows_to_table([row], CURSOR_SCHEMA)
+        _with_retry(
+            lambda: (
+                self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
+            )
+        )
+        self.bound.wrote()
+
+    def get_many(self, pass_name: str, agent_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The saved cursors of ``pass_name`` for ``agent_ids`` (one read per 1,000 agents), by agent; agents
+        without one are left out."""
+        out: dict[str, dict[str, Any]] = {}
+        agents = list(agent_ids)
+        for start in range(0, len(agents), 1000):
+            keys = [f"{pass_name}/{a}" for a in agents[start : start + 1000]]
+            q = self.table.search().where(f"key IN {in_list(keys)}").select(["agent_id", "cursor"])
+            for r in q.limit(None).to_arrow().to_pylist():
+                if r["cursor"]:
+                    out[r["agent_id"]] = json.loads(r["cursor"])
+        return out
+
+    def set_many(self, pass_name: str, cursors: dict[str, dict[str, Any]]) -> None:
+        """Save the cursors of ``pass_name`` for several agents in one commit (none: no commit)."""
+        if not cursors:
+            return
+        now = utcnow()
+        rows = [
+            {
+                "key": f"{pass_name}/{agent_id}",
+                "pass_name": pass_name,
+                "agent_id": agent_id,
+                "cursor": json.dumps(cursor, sort_keys=True, default=str),
+                "updated_at": now,
+            }
+            for agent_id, cursor in sorted(cursors.items())
+        ]
+        table = rows_to_table(rows, CURSOR_SCHEMA)
         _with_retry(
             lambda: (
                 self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)

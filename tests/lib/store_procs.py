@@ -26,7 +26,7 @@ SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this 
 # The verbs that commit, on the store or on the collaborator that owns the table (``audit.record``).
 COMMITTING = (
     "cas_write", "cas_delete", "audit.record", "audit.drop", "links.add", "cursors.set",
-    "plans.mark_applied", "plans.close", "cursors.swap_lease",
+    "plans.mark_applied", "plans.close", "cursors.swap_lease", "cursors.set_many", "insert_rows",
 )  # fmt: skip
 
 
@@ -146,6 +146,12 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
 
         name, now, batch, *agents = rest
         reports = COLUMNAR[name](store, agents, now=datetime.fromisoformat(now), batch_size=int(batch))
+        report = {agent: dataclasses.asdict(r) for agent, r in reports.items()}
+    elif command == "consolidation":  # the five stages swept: consolidation NOW AGENT...; the report is per agent
+        from engram_pipeline.lifecycle.consolidation import consolidation_sweep
+
+        now, *agents = rest
+        reports = consolidation_sweep(store, agents, now=datetime.fromisoformat(now))
         report = {agent: dataclasses.asdict(r) for agent, r in reports.items()}
     elif command in PASSES:
         agent, now, batch = rest

@@ -20,6 +20,7 @@ from engram_pipeline.lifecycle._common import sweep_key
 from engram_pipeline.lifecycle.corpus_merge import PLAN_PASS, consolidate_corpus, plan_sweep
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.lifecycle.health import health, health_sweep
+from engram_pipeline.lifecycle.pipeline import run_pipeline
 from engram_pipeline.lifecycle.sweep import sweep
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -226,3 +227,16 @@ def test_a_health_sweep_equals_health_per_agent(tmp_path: Path, corpus: str, sha
         a: health(store, a, now=NOW, graph=graphs[a]).as_dict() for a in AGENTS
     }
     assert health_sweep(store, [], now=NOW) == {}
+
+
+def test_the_pipeline_sweep_plans_and_reports_health_as_sweeps(tmp_path: Path, corpus: str) -> None:
+    swept, looped = copies(corpus, tmp_path, 1)
+    earlier = cursors(swept)
+    got = sweep(swept, "pipeline", AGENTS, now=NOW).agents
+    want = {agent: run_pipeline(looped, agent, now=NOW) for agent in AGENTS}
+    assert plans(swept) == plans(looped)
+    assert {a: strip((r.merge_plan, r.health)) for a, r in got.items()} == {
+        a: strip((r.merge_plan, r.health)) for a, r in want.items()
+    }
+    assert {r.health.duplicate_source for r in got.values()} == {"plan", "graph"}
+    assert new_cursors(swept, earlier) == {"shard/0-of-1"}  # one plan cursor for the shard, none per agent

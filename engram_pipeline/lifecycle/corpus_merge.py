@@ -61,6 +61,7 @@ from engram_pipeline.lifecycle.merge_review import (
     APPLY_PASS,
     expire_superseded,
     expired_by,
+    expired_in_run,
     plan_of,
     record_rejections,
     refuse_closed,
@@ -150,9 +151,10 @@ def plan_sweep(
     for one agent, one per shard for several), one read of the agents' rows, their candidate pairs judged in one
     call, their pending plans read at once; the new plans are stored in one commit and the plans they supersede
     expire in one more. ``graph``, if given, holds the pairs of all the agents. A sweep with nothing new to plan
-    commits nothing. The cursor records the run: for one agent its ``plan_id`` and ``clusters``; for several,
-    how many agents have a plan (``plans``), how many were stored anew (``saved``) and expired (``expired``),
-    and the clusters in all.
+    commits nothing. A killed sweep resumes from its cursor (same ``now`` and run id): it keeps the plans its
+    killed attempt stored and reports what that attempt expired. The cursor records the run: for one agent its
+    ``plan_id`` and ``clusters``; for several, how many agents have a plan (``plans``), how many were stored anew
+    (``saved``) and expired (``expired``), and the clusters in all.
     """
     if not agent_ids:
         return {}
@@ -193,16 +195,20 @@ def _plan_sweep(
         if cursor.stale:  # another run stored plans since the read: decide against what it left
             pending = store.plans_of_agents(agents, status="pending")
             kept, new = decide(pending)
+    run_of = {p["plan_id"]: p["run_id"] for plans in pending.values() for p in plans}
     saved = store.save_plans(new, run_id=cursor.run_id)
     plan_ids = {**kept, **saved}
-    expired = expire_superseded(store, plan_ids, pending, before_write=cursor.begin)
+    expired = expire_superseded(store, plan_ids, pending, run_id=cursor.run_id, before_write=cursor.begin)
+    ours = {a for a, p in kept.items() if run_of.get(p) == cursor.run_id}  # stored by a killed attempt of this run
+    if cursor.state.get("resumed"):  # report the whole run: what its killed attempts expired too
+        expired = expired_in_run(store, plan_ids, cursor.run_id)
     clusters = {agent: planned[agent][1] for agent in agents}
     if len(agents) == 1:  # one agent: its own cursor, as it always was
         summary: dict[str, Any] = {"plan_id": plan_ids.get(key), "clusters": len(clusters[key])}
     else:
         summary = {
             "plans": len(plan_ids),
-            "saved": len(saved),
+            "saved": len(saved) + len(ours),
             "expired": sum(map(len, expired.values())),
             "clusters": sum(map(len, clusters.values())),
         }

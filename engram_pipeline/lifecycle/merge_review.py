@@ -167,6 +167,7 @@ def expire_superseded(
     newest: Mapping[str, str],
     pending: Mapping[str, Sequence[dict[str, Any]]],
     *,
+    run_id: str | None = None,
     before_write: Callable[[], None] = lambda: None,
 ) -> dict[str, tuple[str, ...]]:
     """Expire, for each agent of ``newest`` (``{agent: the plan just reported}``), its other pending plans
@@ -174,7 +175,9 @@ def expire_superseded(
     than it), but one whose apply is under way; returns the ids each agent's plan expired.
 
     One compare-and-set from pending per shard for all of them (a plan applied meanwhile stays applied), after
-    ``before_write`` (a pass takes its lease there); nothing to expire writes nothing.
+    ``before_write`` (a pass takes its lease there); nothing to expire writes nothing. Each note names the
+    ``run_id`` that expired the plan, so that a resumed run can tell what its killed attempt expired
+    (:func:`expired_in_run`).
     """
     older = {a: [p for p in pending.get(a, ()) if p["plan_id"] != plan_id] for a, plan_id in newest.items()}
     older = {a: plans for a, plans in older.items() if plans}
@@ -183,7 +186,7 @@ def expire_superseded(
     applying = store.get_cursors(APPLY_PASS, list(older))
     at = utcnow().isoformat()
     closing = [
-        (agent, str(p["plan_id"]), {"expired_by": newest[agent], "expired_at": at})
+        (agent, str(p["plan_id"]), {"expired_by": newest[agent], "expired_at": at, "run_id": run_id})
         for agent, plans in older.items()
         for p in plans
         if not _applying(applying.get(agent), p["plan_id"])
@@ -196,6 +199,17 @@ def expire_superseded(
     for agent, plan_id, _ in closing:
         if plan_id in closed:
             out[agent] = (*out.get(agent, ()), plan_id)
+    return out
+
+
+def expired_in_run(store: MemoryStore, newest: Mapping[str, str], run_id: str) -> dict[str, tuple[str, ...]]:
+    """The plans each agent's ``newest`` plan expired in run ``run_id`` (oldest first): what a resumed run
+    reports, its killed attempts' expiries included."""
+    out: dict[str, tuple[str, ...]] = {}
+    for agent, plans in store.plans_of_agents(list(newest), status="expired").items():
+        ids = [p["plan_id"] for p in plans if expired_by(p) == newest[agent] and p["result"].get("run_id") == run_id]
+        if ids:
+            out[agent] = tuple(map(str, ids))
     return out
 
 

@@ -4,7 +4,10 @@ shard instead of a few per agent, and nothing committed when a sweep finds nothi
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
+import signal
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -13,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from store_procs import fork_worker
 from test_corpus_merge import at_cosine, topic
 from test_sweep import commits, cursor_keys, strip
 
@@ -26,6 +30,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.sharding import by_shard
+from tests.constants import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 AGENTS = [f"agent-{i}" for i in range(7)]
@@ -240,3 +245,46 @@ def test_the_pipeline_sweep_plans_and_reports_health_as_sweeps(tmp_path: Path, c
     }
     assert {r.health.duplicate_source for r in got.values()} == {"plan", "graph"}
     assert new_cursors(swept, earlier) == {"shard/0-of-1"}  # one plan cursor for the shard, none per agent
+
+
+def run_child(uri: str, kill_at: int, out: Path) -> tuple[int | None, dict[str, Any] | None]:
+    env = {"ENGRAM_TEST_KILL_AT": str(kill_at), "ENGRAM_TEST_OUT": str(out)}
+    proc = fork_worker("plan_sweep", uri, NOW.isoformat(), *AGENTS, env=env)
+    proc.join(120)
+    return proc.exitcode, json.loads(out.read_text()) if out.exists() else None
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_killed_plan_sweep_resumes_from_its_shard_cursor(tmp_path: Path, corpus: str) -> None:
+    """SIGKILLed at every commit boundary (the lease, the cursor, storing the plans, expiring the old ones), the
+    sweep run again ends with the plans and the per-agent reports of an uninterrupted one."""
+    twin_uri = str(tmp_path / "twin")
+    shutil.copytree(corpus, twin_uri)
+    code, twin = run_child(twin_uri, -1, tmp_path / "twin.json")
+    assert code == 0 and twin is not None
+    expected = plans(worker_store(twin_uri))
+    want = {a: strip(twin[a]) for a in AGENTS}
+    assert any(want[a]["expired"] for a in AGENTS)
+    resumed = 0
+    for kill_at in range(1, int(twin["ticks"]) + 1):
+        uri = str(tmp_path / f"k{kill_at}")
+        shutil.copytree(corpus, uri)
+        code, _ = run_child(uri, kill_at, tmp_path / f"k{kill_at}.json")
+        assert code == -signal.SIGKILL, (kill_at, code)
+        store = worker_store(uri)
+        saved = store.get_cursor(PLAN_PASS, "shard/0-of-1") or {}
+        if not saved.get("done"):
+            reports = {
+                a: json.loads(json.dumps(dataclasses.asdict(r))) for a, r in plan_sweep(store, AGENTS, now=NOW).items()
+            }
+            assert {a: strip(r) for a, r in reports.items()} == want, kill_at
+            resumed += bool(saved)
+        assert plans(store) == expected, kill_at
+        shutil.rmtree(uri)
+    assert resumed >= 2  # killed after storing the plans, and after expiring the old ones
+
+
+def worker_store(uri: str) -> MemoryStore:
+    """The store as the worker process opens it (``store_procs._open``)."""
+    return MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **SEED_POLICY}))

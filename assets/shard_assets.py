@@ -54,7 +54,8 @@ SWEPT: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "pipeline": (
         "pipeline",
         "Full pipeline",
-        "Every pass but the merge apply, agent by agent in lineage order (the merge plans wait for review).",
+        "Every pass but the merge apply in lineage order, as sweeps but the consolidation stages (the merge plans "
+        "wait for review).",
         (),
     ),
 }

@@ -53,6 +53,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "decay_safety": (["--embedder", "hashing", "--agents", "3", "--sessions", "6", "--turns", "20"], []),
     "shards": (["--seconds", "8", "--opens", "5"], []),
     "many_agents": (["--quick"], []),
+    "plan_sweep": (["--agents", "100", "--memories", "50"], ["--agents", "1000", "--memories", "100"]),
 }
 
 

@@ -26,6 +26,10 @@ Two steps, so that a person can review what will be hidden before it is:
    links; the plan is then marked applied, and applying it again changes nothing. A killed apply resumes (same
    run id, same ``now``) from what the store holds, row by row, and reports the whole run.
 
+:func:`plan_sweep` plans a set of agents of one shard in one run (one read, one judge call, one commit for the
+new plans and one for the plans they expire, one cursor per shard); planning one agent is its sweep of one.
+Applying stays per agent: a reviewer applies one agent's plan.
+
 A reviewer may reject clusters of a plan by number when applying it (they are recorded and not proposed
 again while their rows keep their content), or discard a plan whole; storing a plan expires the agent's older
 pending ones. See :mod:`engram_pipeline.lifecycle.merge_review`.
@@ -39,7 +43,8 @@ trusted library code and tests, and no shell calls it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -50,12 +55,13 @@ import pyarrow.compute as pc
 
 from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, run_batched
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame
+from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.lifecycle.merge_review import (
     APPLY_PASS,
     expire_superseded,
     expired_by,
+    expired_in_run,
     plan_of,
     record_rejections,
     refuse_closed,
@@ -71,7 +77,10 @@ if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
 PLAN_PASS = "corpus_merge"
-__all__ = ["APPLY_PASS", "apply_corpus_merge", "consolidate_corpus", "plan_clusters", "plan_to_apply"]
+__all__ = [
+    "APPLY_PASS", "apply_corpus_merge", "consolidate_corpus", "plan_clusters", "plan_clusters_of", "plan_sweep",
+    "plan_to_apply",
+]  # fmt: skip
 ACTOR = "corpus_consolidation"
 BATCH_CLUSTERS = 500
 COUNTS = ("clusters", "merged", "skipped_concurrent_edit")
@@ -117,51 +126,129 @@ def consolidate_corpus(
     ``graph`` is the agent's precomputed neighbour graph (any floor at or below the merge threshold). A plan
     identical to the agent's latest pending one is not stored twice: that plan's id is reported. The agent's
     pending plans older than the plan reported expire (see :mod:`~engram_pipeline.lifecycle.merge_review`).
+    The plan is :func:`plan_sweep` of this one agent.
     """
-    cursor = PassCursor.deferred(store, PLAN_PASS, agent_id, now=now, run_id=run_id)
+    reports, cursor = _plan_sweep(store, [agent_id], graph=graph, now=now, run_id=run_id)
+    planned = reports[agent_id]
+    if dry_run:
+        return planned
+    applied = apply_corpus_merge(store, agent_id, planned.plan_id, now=cursor.now, run_id=cursor.run_id)
+    return dataclasses.replace(applied, scanned=planned.scanned)
+
+
+def plan_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    graph: pa.Table | None = None,
+    now: datetime | None = None,
+    run_id: str | None = None,
+) -> dict[str, CorpusMergeReport]:
+    """The corpus merge plan (a dry run) of every agent of ``agent_ids`` (all of one shard) in one run: each
+    agent's report is :func:`consolidate_corpus` ``(store, agent)``'s. Applying stays per agent, after review.
+
+    One cursor row and lease for the run (:func:`~engram_pipeline.lifecycle._common.sweep_key`: the agent's own
+    for one agent, one per shard for several), one read of the agents' rows, their candidate pairs judged in one
+    call, their pending plans read at once; the new plans are stored in one commit and the plans they supersede
+    expire in one more. ``graph``, if given, holds the pairs of all the agents. A sweep with nothing new to plan
+    commits nothing. A killed sweep resumes from its cursor (same ``now`` and run id): it keeps the plans its
+    killed attempt stored and reports what that attempt expired. The cursor records the run: for one agent its
+    ``plan_id`` and ``clusters``; for several, how many agents have a plan (``plans``), how many were stored anew
+    (``saved``) and expired (``expired``), and the clusters in all.
+    """
+    if not agent_ids:
+        return {}
+    return _plan_sweep(store, agent_ids, graph=graph, now=now, run_id=run_id)[0]
+
+
+def _plan_sweep(
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    graph: pa.Table | None,
+    now: datetime | None,
+    run_id: str | None,
+) -> tuple[dict[str, CorpusMergeReport], PassCursor]:
+    """:func:`plan_sweep`, and the run's cursor (its ``now`` and run id, for an apply that follows)."""
+    agents = sorted(set(agent_ids))
+    key, scope = sweep_key(agents, store.settings.shards)
+    cursor = PassCursor.deferred(store, PLAN_PASS, key, now=now, run_id=run_id, scope=scope, agents=agents)
     judge = get_judge(store)
-    scanned, clusters = plan_clusters(store, agent_id, graph=graph)
-    pending = store.latest_plan(agent_id, status="pending")
-    plan_id: str | None = None
-    if pending is not None and pending["body"].get("clusters") == clusters:
-        plan_id = str(pending["plan_id"])
-    elif clusters or pending is not None:  # no clusters and nothing pending: there is no plan to store
-        body = {
-            "planned_at": cursor.now.isoformat(),
-            "band": [judge.floor, 1.0],
-            "judge": judge.name,
-            "clusters": clusters,
-        }
+    planned = plan_clusters_of(store, agents, graph=graph)
+    body = {"planned_at": cursor.now.isoformat(), "band": [judge.floor, 1.0], "judge": judge.name}
+
+    def decide(pending: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """The agents whose latest pending plan is this plan (its id), and the plans to store."""
+        kept, new = {}, {}
+        for agent in agents:
+            clusters, plans = planned[agent][1], pending.get(agent)
+            if plans and plans[-1]["body"].get("clusters") == clusters:
+                kept[agent] = str(plans[-1]["plan_id"])
+            elif clusters or plans:  # no clusters and nothing pending: there is no plan to store
+                new[agent] = {**body, "clusters": clusters}
+        return kept, new
+
+    pending = store.plans_of_agents(agents, status="pending")
+    kept, new = decide(pending)
+    if new:
         cursor.begin()
-        plan_id = store.save_plan(agent_id, body, run_id=cursor.run_id)
-    expired: tuple[str, ...] = ()
-    if plan_id is not None:
-        if len(store.plans_of(agent_id, status="pending")) > 1:  # older pending plans to expire: a write
-            cursor.begin()
-        expired = expire_superseded(store, agent_id, plan_id)
-    state = cursor.finish(plan_id=plan_id, clusters=len(clusters))
-    if not dry_run:
-        applied = apply_corpus_merge(store, agent_id, plan_id, now=cursor.now, run_id=cursor.run_id)
-        return dataclasses.replace(applied, scanned=scanned)
-    return CorpusMergeReport(
-        scanned=scanned,
-        clusters=len(clusters),
-        merged=sum(len(c["members"]) for c in clusters),
-        skipped_concurrent_edit=0,
-        cursor=state,
-        dry_run=True,
-        per_cluster=tuple(_review(n, c) for n, c in enumerate(clusters, start=1)),
-        plan_id=plan_id,
-        judge=judge.name,
-        expired=expired,
-    )
+        if cursor.stale:  # another run stored plans since the read: decide against what it left
+            pending = store.plans_of_agents(agents, status="pending")
+            kept, new = decide(pending)
+    run_of = {p["plan_id"]: p["run_id"] for plans in pending.values() for p in plans}
+    saved = store.save_plans(new, run_id=cursor.run_id)
+    plan_ids = {**kept, **saved}
+    expired = expire_superseded(store, plan_ids, pending, run_id=cursor.run_id, before_write=cursor.begin)
+    ours = {a for a, p in kept.items() if run_of.get(p) == cursor.run_id}  # stored by a killed attempt of this run
+    if cursor.state.get("resumed"):  # report the whole run: what its killed attempts expired too
+        expired = expired_in_run(store, plan_ids, cursor.run_id)
+    clusters = {agent: planned[agent][1] for agent in agents}
+    if len(agents) == 1:  # one agent: its own cursor, as it always was
+        summary: dict[str, Any] = {"plan_id": plan_ids.get(key), "clusters": len(clusters[key])}
+    else:
+        summary = {
+            "plans": len(plan_ids),
+            "saved": len(saved) + len(ours),
+            "expired": sum(map(len, expired.values())),
+            "clusters": sum(map(len, clusters.values())),
+        }
+    state = cursor.finish(**summary)
+    reports = {
+        agent: CorpusMergeReport(
+            scanned=planned[agent][0],
+            clusters=len(clusters[agent]),
+            merged=sum(len(c["members"]) for c in clusters[agent]),
+            skipped_concurrent_edit=0,
+            cursor=state,
+            dry_run=True,
+            per_cluster=tuple(_review(n, c) for n, c in enumerate(clusters[agent], start=1)),
+            plan_id=plan_ids.get(agent),
+            judge=judge.name,
+            expired=expired.get(agent, ()),
+        )
+        for agent in agents
+    }
+    return reports, cursor
 
 
 def plan_clusters(
     store: MemoryStore, agent_id: str, *, graph: pa.Table | None = None
 ) -> tuple[int, list[dict[str, Any]]]:
     """The rows read and the merge clusters of the agent (JSON-ready dicts, as stored in a plan)."""
-    frame = agent_frame(store, agent_id, columns=_COLUMNS, where=f"{VISIBLE_SQL} AND vector IS NOT NULL")
+    return plan_clusters_of(store, [agent_id], graph=graph)[agent_id]
+
+
+def plan_clusters_of(
+    store: MemoryStore, agent_ids: Sequence[str], *, graph: pa.Table | None = None
+) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+    """:func:`plan_clusters` of every agent of ``agent_ids`` from one read of their rows and one call of the
+    judge over all their candidates (``graph``, if given, holds the pairs of all of them). No pair spans two
+    agents, and every decision below is per pair or per row, so each agent's clusters are those of its own."""
+    agents = sorted(set(agent_ids))
+    columns = ["agent_id", *_COLUMNS]
+    frame = agent_frame(store, agents, columns=columns, where=f"{VISIBLE_SQL} AND vector IS NOT NULL")
+    scanned = Counter(frame["agent_id"].to_list())
+    out: dict[str, tuple[int, list[dict[str, Any]]]] = {agent: (scanned[agent], []) for agent in agents}
     # Contradicted rows are never merged, even once decay has rewritten their status to "stale". Episodes are
     # not merged either: two similar episodes are two occurrences (the evidence consolidation counts), not
     # one fact said twice.
@@ -171,19 +258,19 @@ def plan_clusters(
         & (pl.col("kind") != "episodic")
     )
     judge = get_judge(store)
-    graph = agent_graph(store, agent_id) if graph is None else graph
+    graph = agent_graph(store, agents) if graph is None else graph
     ids = mergeable["id"].to_list()
     keep = pa.array(ids, pa.string())
     pairs = filter_bands(graph, ((judge.floor, None),))  # the judge's candidates: no upper bound
     pairs = pairs.filter(pc.and_(pc.is_in(pairs["src_id"], value_set=keep), pc.is_in(pairs["dst_id"], value_set=keep)))
     # A pair of one cluster a reviewer rejected is not a candidate while both rows keep the rejected content.
-    vetoed = vetoed_pairs(store, agent_id, dict(zip(ids, mergeable["content_hash"].to_list(), strict=True)))
+    vetoed = vetoed_pairs(store, agents, dict(zip(ids, mergeable["content_hash"].to_list(), strict=True)))
     if vetoed and pairs.num_rows:
         ends = zip(pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), strict=True)
         pairs = pairs.filter(pa.array([frozenset(e) not in vetoed for e in ends]))
     pairs = nearest_per_row(pairs, CANDIDATES_PER_ROW)
     if pairs.num_rows == 0:
-        return frame.height, []
+        return out
     involved = set(pairs["src_id"].to_pylist()) | set(pairs["dst_id"].to_pylist())
     rows = {r["id"]: r for r in mergeable.filter(pl.col("id").is_in(list(involved))).to_dicts()}
     candidates = list(
@@ -211,10 +298,11 @@ def plan_clusters(
             reasons[key] = reason[frozenset(key)] if ok else None
         return reasons[key] is not None
 
-    clusters = []
+    # One agent's stars never reach another's rows, so the stars of all agents at once, in the canonicals'
+    # order, are each agent's stars in its own order.
     for canonical, members in star_clusters(pairs, order, -1.0, float("inf"), eligible):
         c = rows[canonical]
-        clusters.append(
+        out[c["agent_id"]][1].append(
             {
                 "canonical": {"id": canonical, "content": c["content"], "version": int(c["version"])},
                 "members": [
@@ -229,7 +317,7 @@ def plan_clusters(
                 ],
             }
         )
-    return frame.height, clusters
+    return out
 
 
 def nearest_per_row(pairs: pa.Table, k: int) -> pa.Table:

@@ -15,12 +15,16 @@ corpus-merge plan (``duplicate_source = "plan"``); without one, the rows in a pa
 ``[MEMORY_CONSOLIDATION_MERGE_THRESHOLD, MEMORY_DUPLICATE_THRESHOLD)`` of the neighbour graph when ``graph``
 is given or the agent has at most ``GRAPH_MAX_ROWS`` visible rows (``"graph"``); else 0 (``"none"``).
 
+:func:`health_sweep` reports on a set of agents from one read of their rows, links and plans (what the shard
+sweeps and the pipeline call); :func:`health` is the sweep of one agent.
+
 :func:`render_health_chart` draws the tier distribution and the confidence histogram to a PNG (matplotlib,
 Agg backend: no display needed); :func:`health_chart` does both in one call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -77,17 +81,70 @@ def _share(part: int, whole: int) -> float:
 
 
 def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, graph: Any = None) -> HealthReport:
-    """The health report of ``agent_id`` at ``now``; see the module docstring for the score."""
+    """The health report of ``agent_id`` at ``now``; see the module docstring for the score. The sweep of one
+    agent (:func:`health_sweep`)."""
+    return health_sweep(store, [agent_id], now=now, graph=graph)[agent_id]
+
+
+def health_sweep(
+    store: MemoryStore, agent_ids: Sequence[str], *, now: datetime | None = None, graph: Any = None
+) -> dict[str, HealthReport]:
+    """:func:`health` of every agent of ``agent_ids`` from one read of each kind: their rows (with the reads not
+    folded yet), their links, their latest plans and, for the agents that need one, their neighbour graphs.
+    ``graph``, if given, holds the pairs of all the agents."""
+    agents = sorted(set(agent_ids))
+    if not agents:
+        return {}
     now = now or utcnow()
-    rows = overlay_pending(store.scan(agent_id, columns=_COLUMNS), store.pending_access(agent_id))  # read-only
-    total = rows.num_rows
-    status = rows["status"].to_pylist()
+    rows = store.scan_agents(agents, columns=["agent_id", *_COLUMNS])
+    rows = overlay_pending(rows, store.pending_access(agents))  # read-only
+    parts = _by_agent(rows, agents)
+    visible = {agent: _visible(table) for agent, table in parts.items()}
+    visible_ids = {agent: set(vis["id"].to_pylist()) for agent, (vis, _, _) in visible.items()}
+    plans = store.latest_plans(agents)
+    duplicates = _duplicate_rows(store, visible_ids, plans, graph)
+    contradictions = _active_contradictions(store.links_for_agent(agents), visible_ids)
+    return {
+        agent: _report(agent, parts[agent], visible[agent], duplicates[agent], contradictions.get(agent, 0), now)
+        for agent in agents
+    }
+
+
+def _by_agent(rows: pa.Table, agents: list[str]) -> dict[str, pa.Table]:
+    """``rows`` (with ``agent_id``) split by agent, every agent of ``agents`` present (empty without rows)."""
+    out = {agent: rows.slice(0, 0) for agent in agents}
+    if rows.num_rows == 0:
+        return out
+    owner = rows["agent_id"].combine_chunks().dictionary_encode()
+    index = owner.indices.to_numpy(zero_copy_only=False)
+    rows = rows.take(pa.array(np.argsort(index, kind="stable")))
+    start = 0
+    for name, n in zip(owner.dictionary.to_pylist(), np.bincount(index, minlength=len(owner.dictionary)), strict=True):
+        out[name] = rows.slice(start, int(n))
+        start += int(n)
+    return out
+
+
+def _visible(rows: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The rows default recall shows, and the masks of the superseded and the archived rows."""
     hidden_by = pc.is_valid(rows["superseded_by"]).to_numpy(zero_copy_only=False)
-    st = np.array(status, dtype=object)
+    st = np.array(rows["status"].to_pylist(), dtype=object)
     superseded = (st == "superseded") | hidden_by
     archived = (st == "archived") & ~superseded
-    visible = ~superseded & ~archived
-    vis = rows.filter(pa.array(visible))
+    return rows.filter(pa.array(~superseded & ~archived)), superseded, archived
+
+
+def _report(
+    agent_id: str,
+    rows: pa.Table,
+    visible: tuple[pa.Table, np.ndarray, np.ndarray],
+    duplicates: tuple[set[str], str],
+    active_contradictions: int,
+    now: datetime,
+) -> HealthReport:
+    """One agent's report from its rows, its visible ones, its rows in open merge clusters (and where from)."""
+    total = rows.num_rows
+    vis, superseded, archived = visible
     n = vis.num_rows
     conf = confidences(vis["confidence"])
     tiers = {t: 0 for t in CONFIDENCE_TIERS}
@@ -98,8 +155,7 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
     stale = int(pc.sum(pc.less(last, cut)).as_py() or 0) if n else 0
     never = int(pc.sum(pc.equal(pc.fill_null(vis["access_count"], 0), 0)).as_py() or 0) if n else 0
     contradicted = sum(1 for s in vis["status"].to_pylist() if s == "contradicted")
-    visible_ids = set(vis["id"].to_pylist())
-    dup_rows, source = _duplicate_rows(store, agent_id, visible_ids, graph)
+    dup_rows, source = duplicates
     created = rows["created_at"]
 
     def grown(days: int) -> int:
@@ -119,7 +175,7 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
         total=total,
         visible=n,
         tiers=tiers,
-        active_contradictions=_active_contradictions(store, agent_id, visible_ids),
+        active_contradictions=active_contradictions,
         contradicted_share=shares["contradiction"],
         stale_count=stale,
         stale_share=shares["stale"],
@@ -135,36 +191,49 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
     )
 
 
-def _active_contradictions(store: MemoryStore, agent_id: str, visible: set[str]) -> int:
-    links = store.links_for_agent(agent_id)
+def _active_contradictions(links: pa.Table, visible: dict[str, set[str]]) -> dict[str, int]:
+    """Per agent, the unordered ``contradicts`` pairs of its links whose two rows it shows."""
     if links.num_rows == 0:
-        return 0
+        return {}
     links = links.filter(pc.equal(links["rel"], "contradicts"))
-    pairs = {
-        tuple(sorted((a, b)))
-        for a, b in zip(links["src_id"].to_pylist(), links["dst_id"].to_pylist(), strict=True)
-        if a in visible and b in visible
-    }
-    return len(pairs)
+    pairs: dict[str, set[tuple[str, str]]] = {}
+    for agent, a, b in zip(
+        links["agent_id"].to_pylist(), links["src_id"].to_pylist(), links["dst_id"].to_pylist(), strict=True
+    ):
+        shown = visible.get(agent, set())
+        if a in shown and b in shown:
+            pairs.setdefault(agent, set()).add((a, b) if a < b else (b, a))
+    return {agent: len(p) for agent, p in pairs.items()}
 
 
-def _duplicate_rows(store: MemoryStore, agent_id: str, visible: set[str], graph: Any) -> tuple[set[str], str]:
-    plan = store.latest_plan(agent_id)
-    if plan is not None and plan.get("status") == "pending":
-        ids: set[str] = set()
-        for cluster in plan["body"].get("clusters", []):
-            canonical = cluster.get("canonical")
-            ids.add(canonical["id"] if isinstance(canonical, dict) else canonical)
-            ids.update(m["id"] if isinstance(m, dict) else m for m in cluster.get("members", []))
-        return ids & visible, "plan"
-    if graph is None and len(visible) > GRAPH_MAX_ROWS:
-        return set(), "none"
+def _duplicate_rows(
+    store: MemoryStore, visible: dict[str, set[str]], plans: dict[str, dict[str, Any]], graph: Any
+) -> dict[str, tuple[set[str], str]]:
+    """Per agent, its visible rows in open merge clusters and where they come from: its latest plan if that
+    is pending, else the merge band of its neighbour graph (computed here, for all such agents at once, when
+    ``graph`` is not given and the agent is small enough), else none."""
+    out: dict[str, tuple[set[str], str]] = {}
+    for agent, shown in visible.items():
+        plan = plans.get(agent)
+        if plan is not None and plan.get("status") == "pending":
+            ids: set[str] = set()
+            for cluster in plan["body"].get("clusters", []):
+                canonical = cluster.get("canonical")
+                ids.add(canonical["id"] if isinstance(canonical, dict) else canonical)
+                ids.update(m["id"] if isinstance(m, dict) else m for m in cluster.get("members", []))
+            out[agent] = (ids & shown, "plan")
+        elif graph is None and len(shown) > GRAPH_MAX_ROWS:
+            out[agent] = (set(), "none")
+    rest = [agent for agent in visible if agent not in out]
+    if not rest:
+        return out
     if graph is None:
-        graph = agent_graph(store, agent_id)
+        graph = agent_graph(store, rest[0] if len(rest) == 1 else rest)
     table = graph.to_arrow() if hasattr(graph, "to_arrow") else graph
     band = filter_bands(table, merge_band(store.settings))
     ends = set(band["src_id"].to_pylist()) | set(band["dst_id"].to_pylist())
-    return ends & visible, "graph"
+    out.update({agent: (ends & visible[agent], "graph") for agent in rest})
+    return out
 
 
 def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,8 +121,8 @@ def record_rejections(
     store.record_audit(events, actor=actor, run_id=run_id)
 
 
-def _rejection_notes(store: MemoryStore, agent_id: str) -> list[dict[str, Any]]:
-    """Every rejection of the agent's clusters, once per cluster."""
+def _rejection_notes(store: MemoryStore, agent_id: str | Sequence[str]) -> list[dict[str, Any]]:
+    """Every rejection of the agent's clusters (or of a sequence of agents': a sweep), once per cluster."""
     table = store.audit_for_agent(agent_id, actions=[REJECT_ACTION])
     return [json.loads(note) for note in sorted(set(table["after"].to_pylist()) - {None})]
 
@@ -132,9 +132,9 @@ def rejections_of(store: MemoryStore, agent_id: str, plan_id: str) -> set[int]:
     return {int(n["cluster"]) for n in _rejection_notes(store, agent_id) if n["plan_id"] == plan_id}
 
 
-def vetoed_pairs(store: MemoryStore, agent_id: str, hashes: Mapping[str, str]) -> set[frozenset[str]]:
-    """The pairs of rows of one rejected cluster whose content (``hashes``: id to current content hash) is
-    still what was rejected: they are not proposed again."""
+def vetoed_pairs(store: MemoryStore, agent_id: str | Sequence[str], hashes: Mapping[str, str]) -> set[frozenset[str]]:
+    """The pairs of rows of one rejected cluster (of the agent, or of any agent of a sequence) whose content
+    (``hashes``: id to current content hash) is still what was rejected: they are not proposed again."""
     pairs: set[frozenset[str]] = set()
     for note in _rejection_notes(store, agent_id):
         unchanged = [i for i, h in note["content_hash"].items() if hashes.get(i) == h]
@@ -148,7 +148,12 @@ def _clique(ids: list[str]) -> Iterable[frozenset[str]]:
 
 def apply_in_progress(store: MemoryStore, agent_id: str, plan_id: str) -> bool:
     """Whether an apply of ``plan_id`` started and has not finished (killed): it resumes, so the plan stays."""
-    saved = store.get_cursor(APPLY_PASS, agent_id) or {}
+    return _applying(store.get_cursor(APPLY_PASS, agent_id), plan_id)
+
+
+def _applying(saved: dict[str, Any] | None, plan_id: str) -> bool:
+    """Whether the apply cursor ``saved`` is an unfinished apply of ``plan_id``."""
+    saved = saved or {}
     return not saved.get("done", True) and saved.get("scope") == {"plan_id": plan_id}
 
 
@@ -157,20 +162,55 @@ def expired_by(plan: dict[str, Any]) -> str | None:
     return (plan.get("result") or {}).get("expired_by") if plan["status"] == "expired" else None
 
 
-def expire_superseded(store: MemoryStore, agent_id: str, plan_id: str) -> tuple[str, ...]:
-    """Mark the agent's pending plans made before ``plan_id`` expired (but one whose apply is under way);
-    returns their ids. Each is a compare-and-set from pending, so a plan applied meanwhile stays applied."""
-    newest = store.get_plan(plan_id)
-    assert newest is not None, plan_id
-    key = (newest["created_at"], plan_id)
-    note = {"expired_by": plan_id, "expired_at": utcnow().isoformat()}
-    expired = []
-    for plan in store.plans_of(agent_id, status="pending"):
-        older = (plan["created_at"], plan["plan_id"]) < key
-        kept = not older or apply_in_progress(store, agent_id, plan["plan_id"])
-        if not kept and store.close_plan(plan["plan_id"], "expired", note):
-            expired.append(str(plan["plan_id"]))
-    return tuple(expired)
+def expire_superseded(
+    store: MemoryStore,
+    newest: Mapping[str, str],
+    pending: Mapping[str, Sequence[dict[str, Any]]],
+    *,
+    run_id: str | None = None,
+    before_write: Callable[[], None] = lambda: None,
+) -> dict[str, tuple[str, ...]]:
+    """Expire, for each agent of ``newest`` (``{agent: the plan just reported}``), its other pending plans
+    (``pending``: the agent's pending plans as read before that plan was stored, oldest first, so all older
+    than it), but one whose apply is under way; returns the ids each agent's plan expired.
+
+    One compare-and-set from pending per shard for all of them (a plan applied meanwhile stays applied), after
+    ``before_write`` (a pass takes its lease there); nothing to expire writes nothing. Each note names the
+    ``run_id`` that expired the plan, so that a resumed run can tell what its killed attempt expired
+    (:func:`expired_in_run`).
+    """
+    older = {a: [p for p in pending.get(a, ()) if p["plan_id"] != plan_id] for a, plan_id in newest.items()}
+    older = {a: plans for a, plans in older.items() if plans}
+    if not older:
+        return {}
+    applying = store.get_cursors(APPLY_PASS, list(older))
+    at = utcnow().isoformat()
+    closing = [
+        (agent, str(p["plan_id"]), {"expired_by": newest[agent], "expired_at": at, "run_id": run_id})
+        for agent, plans in older.items()
+        for p in plans
+        if not _applying(applying.get(agent), p["plan_id"])
+    ]
+    if not closing:
+        return {}
+    before_write()
+    closed = store.close_plans(closing, "expired")
+    out: dict[str, tuple[str, ...]] = {}
+    for agent, plan_id, _ in closing:
+        if plan_id in closed:
+            out[agent] = (*out.get(agent, ()), plan_id)
+    return out
+
+
+def expired_in_run(store: MemoryStore, newest: Mapping[str, str], run_id: str) -> dict[str, tuple[str, ...]]:
+    """The plans each agent's ``newest`` plan expired in run ``run_id`` (oldest first): what a resumed run
+    reports, its killed attempts' expiries included."""
+    out: dict[str, tuple[str, ...]] = {}
+    for agent, plans in store.plans_of_agents(list(newest), status="expired").items():
+        ids = [p["plan_id"] for p in plans if expired_by(p) == newest[agent] and p["result"].get("run_id") == run_id]
+        if ids:
+            out[agent] = tuple(map(str, ids))
+    return out
 
 
 def discard_plan(store: MemoryStore, agent_id: str, plan_id: str, *, actor: str = "reviewer") -> DiscardReport:

@@ -6,10 +6,11 @@ STM promotion, importance decay, the neighbour graph, confidence decay, contradi
 instance; the Dagster job materialises the same passes as separate assets.
 
 :func:`pipeline_sweep` runs it over a set of agents of one shard: promotion, importance decay, the neighbour
-graph (each agent's, from one read), confidence decay, contradictions and the five consolidation stages as
-columnar sweeps (one cursor per shard each; consolidation keeps each agent's ``recent`` watermark in that
-agent's own cursor row); the corpus merge plan and the health report still run agent by agent, each handed its
-own agent's part of the graph. :func:`run_pipeline` is the sweep of one agent.
+graph (each agent's, from one read), confidence decay, contradictions, the corpus merge plan and the five
+consolidation stages as columnar sweeps (one cursor per shard each; the plans of all the agents stored in one
+commit; consolidation keeps each agent's ``recent`` watermark in that agent's own cursor row), then the health
+reports from one read of every agent (:func:`~engram_pipeline.lifecycle.health.health_sweep`).
+:func:`run_pipeline` is the sweep of one agent.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -26,16 +27,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import polars as pl
-
-from engram_pipeline.lifecycle._common import agent_frame
 from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, confidence_sweep
 from engram_pipeline.lifecycle.consolidation import ConsolidationReport, consolidation_sweep
 from engram_pipeline.lifecycle.contradictions import ContradictionReport, contradiction_sweep
-from engram_pipeline.lifecycle.corpus_merge import CorpusMergeReport, consolidate_corpus
+from engram_pipeline.lifecycle.corpus_merge import CorpusMergeReport, plan_sweep
 from engram_pipeline.lifecycle.decay import DecayReport, decay_sweep
 from engram_pipeline.lifecycle.graph import agent_graph
-from engram_pipeline.lifecycle.health import HealthReport, health
+from engram_pipeline.lifecycle.health import HealthReport, health_sweep
 from engram_pipeline.lifecycle.promotion import PromotionReport, promotion_sweep
 from engram_pipeline.model import utcnow
 
@@ -74,18 +72,18 @@ def pipeline_sweep(
     graph = agent_graph(store, agents)
     confidence = confidence_sweep(store, agents, graph=graph, now=now)
     contradictions = contradiction_sweep(store, agents, graph=graph, now=now)
-    owner = agent_frame(store, agents, ["id", "agent_id"])
-    pairs = pl.from_arrow(graph)
-    assert isinstance(pairs, pl.DataFrame)
-    pairs = pairs.join(owner.rename({"id": "src_id"}), on="src_id", how="left", maintain_order="left")
-    stages_of = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now)
-    out = {}
-    for agent in agents:
-        own = pairs.filter(pl.col("agent_id") == agent).drop("agent_id").to_arrow().cast(graph.schema)
-        plan = consolidate_corpus(store, agent, dry_run=True, graph=own, now=now)
-        stages = stages_of[agent]
-        report = health(store, agent, now=now)
-        out[agent] = PipelineReport(
-            promotion[agent], decay[agent], confidence[agent], contradictions[agent], plan, stages, report
+    plans = plan_sweep(store, agents, graph=graph, now=now)
+    stages = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now)
+    health = health_sweep(store, agents, now=now)  # after every stage: what the agents' memory is now
+    return {
+        agent: PipelineReport(
+            promotion[agent],
+            decay[agent],
+            confidence[agent],
+            contradictions[agent],
+            plans[agent],
+            stages[agent],
+            health[agent],
         )
-    return out
+        for agent in agents
+    }

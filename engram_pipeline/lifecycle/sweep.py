@@ -9,9 +9,10 @@ The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard
 ``ENGRAM_SHARDS``), and each group runs as one columnar sweep where the pass has one (:data:`COLUMNAR`): one read
 of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
 cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
-resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) still runs
-agent by agent inside the sweep, and so does the pipeline's corpus merge plan (same reports, per-agent
-cursors); the pipeline's other stages, the five consolidation stages among them, are sweeps.
+resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) is one
+read of every agent's rows, links and plans; ``corpus_merge`` plans (a dry run: applying stays per agent, after
+review) and stores the plans of all the agents in one commit; the five consolidation stages are one sweep, as
+are the pipeline's other stages.
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -36,8 +37,9 @@ from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
 from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
 from engram_pipeline.lifecycle.consolidation import consolidate, consolidation_sweep
 from engram_pipeline.lifecycle.contradictions import contradiction_sweep, detect_contradictions
+from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus, plan_sweep
 from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
-from engram_pipeline.lifecycle.health import health
+from engram_pipeline.lifecycle.health import health, health_sweep
 from engram_pipeline.lifecycle.pipeline import pipeline_sweep, run_pipeline
 from engram_pipeline.lifecycle.promotion import promote_stm, promotion_sweep
 from engram_pipeline.model import utcnow
@@ -54,6 +56,7 @@ SWEEPS: dict[str, Callable[..., Any]] = {
     "contradictions": detect_contradictions,
     "archival": archive_faded,
     "consolidation": consolidate,  # the five stages, scope "recent" (what the consolidation schedule runs)
+    "corpus_merge": consolidate_corpus,  # the plan only (dry run): an apply is per agent, after review
     "health": health,
     "pipeline": run_pipeline,
 }
@@ -65,7 +68,9 @@ COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
     "archival": archival_sweep,
     "contradictions": contradiction_sweep,
     "consolidation": consolidation_sweep,  # the five stages, scope "recent"
-    "pipeline": pipeline_sweep,  # the columnar passes as sweeps, the others agent by agent inside it
+    "corpus_merge": plan_sweep,
+    "health": health_sweep,
+    "pipeline": pipeline_sweep,  # every stage as a sweep
 }
 
 

@@ -86,11 +86,16 @@ class AccessLog:
         table = rows_to_table(entries, ACCESS_LOG_SCHEMA)
         _with_retry(lambda: self.table.add(table))
 
-    def pending(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
-        """Reads not yet folded, summed per ``(id, version)``: columns ``id``, ``version``, ``times``, ``at``."""
+    def pending(self, agent_id: str | Sequence[str] | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
+        """Reads not yet folded (of one agent, of a sequence of them, or of all), summed per ``(id, version)``:
+        columns ``id``, ``version``, ``times``, ``at``."""
         conds = []
-        if agent_id is not None:
+        if isinstance(agent_id, str):
             conds.append(eq("agent_id", agent_id))
+        elif agent_id is not None:
+            if not agent_id:
+                return _summed(pl.DataFrame(schema=_LOG_FRAME))
+            conds.append(f"agent_id IN {in_list(list(agent_id))}")
         if ids is not None:
             if not ids:
                 return _summed(pl.DataFrame(schema=_LOG_FRAME))

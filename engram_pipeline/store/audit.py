@@ -98,16 +98,17 @@ class AuditLog:
 
     def for_agent(
         self,
-        agent_id: str,
+        agent_id: str | Sequence[str],
         *,
         actions: Iterable[str] | None = None,
         memory_ids: Sequence[str] | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The agent's events (those of ``actions``, of ``memory_ids``, passing ``where``, extra SQL the caller
-        has quoted), as an Arrow table of ``columns`` (default: all)."""
-        cond = eq("agent_id", agent_id)
+        """The agent's events, or those of every agent of a sequence (a sweep: at most 1,000 of them; those of
+        ``actions``, of ``memory_ids``, passing ``where``, extra SQL the caller has quoted), as an Arrow table of
+        ``columns`` (default: all)."""
+        cond = eq("agent_id", agent_id) if isinstance(agent_id, str) else f"agent_id IN {in_list(agent_id)}"
         if actions is not None:
             cond += f" AND action IN {in_list(actions)}"
         if where:

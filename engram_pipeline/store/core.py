@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.embed import Embedder, get_embedder
-from engram_pipeline.model import LINK_SCHEMA, META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
+from engram_pipeline.model import AUDIT_SCHEMA, LINK_SCHEMA, META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import cas, edits, maintenance, write_path
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
@@ -586,16 +586,28 @@ class MemoryStore:
 
     def audit_for_agent(
         self,
-        agent_id: str,
+        agent_id: str | Sequence[str],
         *,
         actions: Iterable[str] | None = None,
         memory_ids: Sequence[str] | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The agent's audit events; see :meth:`AuditLog.for_agent`."""
-        audit = self.shard_for(agent_id).audit
-        return audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
+        """The agent's audit events, or those of every agent of a sequence (a sweep), shard by shard; see
+        :meth:`AuditLog.for_agent`."""
+        if isinstance(agent_id, str):
+            audit = self.shard_for(agent_id).audit
+            return audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
+        parts = [
+            self.shards[k].audit.for_agent(
+                group[i : i + 1000], actions=actions, memory_ids=memory_ids, where=where, columns=columns
+            )
+            for k, group in by_shard(agent_id, self.shard_count).items()
+            for i in range(0, len(group), 1000)
+        ]
+        if not parts:
+            return AUDIT_SCHEMA.empty_table().select(list(columns or AUDIT_SCHEMA.names))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def add_links(self, links: Sequence[Link], *, run_id: str | None = None, keyed: bool = False) -> None:
         """See :meth:`Links.add` (one commit per shard the links' agents fall in)."""
@@ -622,6 +634,15 @@ class MemoryStore:
     ) -> str:
         return self.shard_for(agent_id).plans.save(agent_id, body, kind=kind, run_id=run_id)
 
+    def save_plans(
+        self, bodies: Mapping[str, dict[str, Any]], *, kind: str = "corpus_merge", run_id: str | None = None
+    ) -> dict[str, str]:
+        """One pending plan per agent (``{agent_id: body}``), one commit per shard they fall in: their ids."""
+        ids: dict[str, str] = {}
+        for k, agents in by_shard(bodies, self.shard_count).items():
+            ids.update(self.shards[k].plans.save_many({a: bodies[a] for a in agents}, kind=kind, run_id=run_id))
+        return ids
+
     def _plan_shard(self, plan_id: str) -> tuple[Plans, Plan] | None:
         for shard in self.shards:
             plan = shard.plans.get(plan_id)
@@ -641,6 +662,22 @@ class MemoryStore:
     def plans_of(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> list[Plan]:
         return self.shard_for(agent_id).plans.of(agent_id, kind=kind, status=status)
 
+    def plans_of_agents(
+        self, agent_ids: Iterable[str], *, kind: str = "corpus_merge", status: PlanStatus | None = None
+    ) -> dict[str, list[Plan]]:
+        """:meth:`plans_of` for many agents, one read per shard (and 1,000 agents): ``{agent: plans}``, oldest
+        first, an agent without such plans left out."""
+        out: dict[str, list[Plan]] = {}
+        for k, agents in by_shard(agent_ids, self.shard_count).items():
+            out.update(self.shards[k].plans.of_agents(agents, kind=kind, status=status))
+        return out
+
+    def latest_plans(
+        self, agent_ids: Iterable[str], *, kind: str = "corpus_merge", status: PlanStatus | None = None
+    ) -> dict[str, Plan]:
+        """:meth:`latest_plan` for many agents in one read per shard: ``{agent: newest plan}``."""
+        return {a: plans[-1] for a, plans in self.plans_of_agents(agent_ids, kind=kind, status=status).items()}
+
     def mark_plan_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         found = self._plan_shard(plan_id)
         if found is None:
@@ -652,8 +689,25 @@ class MemoryStore:
         found = self._plan_shard(plan_id)
         return found is not None and found[0].close(plan_id, status, note)
 
+    def close_plans(self, closing: Sequence[tuple[str, str, dict[str, Any]]], status: PlanStatus) -> set[str]:
+        """:meth:`close_plan` for each ``(agent_id, plan_id, note)``, one compare-and-set commit per shard; the
+        ids it closed."""
+        closed: set[str] = set()
+        for k, agents in by_shard({a for a, _, _ in closing}, self.shard_count).items():
+            mine = set(agents)
+            notes = {plan_id: note for a, plan_id, note in closing if a in mine}
+            closed |= self.shards[k].plans.close_many(notes, status)
+        return closed
+
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
         return self.shard_for(agent_id).cursors.get(pass_name, agent_id)
+
+    def get_cursors(self, pass_name: str, agent_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`get_cursor` for many agents, one read per shard: ``{agent: cursor}``, those with one."""
+        out: dict[str, dict[str, Any]] = {}
+        for k, agents in by_shard(agent_ids, self.shard_count).items():
+            out.update(self.shards[k].cursors.get_many(pass_name, agents))
+        return out
 
     def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
         self.shard_for(agent_id).cursors.set(pass_name, agent_id, cursor)
@@ -692,11 +746,19 @@ class MemoryStore:
         for k, index in by_shard.items():
             self.shards[k].access_log.log([rows[i] for i in index], times=[counts[i] for i in index], at=at)
 
-    def pending_access(self, agent_id: str | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
-        """See :meth:`AccessLog.pending`."""
-        if agent_id is not None:
+    def pending_access(
+        self, agent_id: str | Sequence[str] | None = None, *, ids: Sequence[str] | None = None
+    ) -> pl.DataFrame:
+        """See :meth:`AccessLog.pending` (a sequence of agents: a sweep's, read shard by shard)."""
+        if isinstance(agent_id, str):
             return self.shard_for(agent_id).access_log.pending(agent_id, ids=ids)
-        parts = [shard.access_log.pending(ids=ids) for shard in self.shards]
+        if agent_id is None:
+            parts = [shard.access_log.pending(ids=ids) for shard in self.shards]
+        else:
+            groups = by_shard(agent_id, self.shard_count).items()
+            parts = [self.shards[k].access_log.pending(group, ids=ids) for k, group in groups]
+            if not parts:
+                return self.shards[0].access_log.pending([], ids=ids)
         return parts[0] if len(parts) == 1 else pl.concat(parts).sort("id", "version")
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import pyarrow as pa
 
 from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq
+from engram_pipeline.store.sql import eq, in_list, lit
 
 Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
 
@@ -25,22 +28,35 @@ class Plans:
         self, agent_id: str, body: dict[str, Any], *, kind: str = "corpus_merge", run_id: str | None = None
     ) -> str:
         """Store a pending plan; returns its id."""
+        return self.save_many({agent_id: body}, kind=kind, run_id=run_id)[agent_id]
+
+    def save_many(
+        self, bodies: Mapping[str, dict[str, Any]], *, kind: str = "corpus_merge", run_id: str | None = None
+    ) -> dict[str, str]:
+        """Store one pending plan per agent (``{agent_id: body}``) in one commit; returns each agent's plan id.
+        Nothing to store writes nothing."""
+        if not bodies:
+            return {}
+        now = utcnow()
         # Hyphens, not a "T", between date and time: a browser may break the id there, so the review table's
         # plan id column stays narrow and leaves the room to the content.
-        plan_id = f"plan-{utcnow():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
-        row = {
-            "plan_id": plan_id,
-            "agent_id": agent_id,
-            "kind": kind,
-            "status": "pending",
-            "created_at": utcnow(),
-            "run_id": run_id,
-            "body": json.dumps(body, sort_keys=True, default=str),
-        }
-        table = rows_to_table([row], PLAN_SCHEMA)
+        ids = {agent: f"plan-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}" for agent in bodies}
+        rows = [
+            {
+                "plan_id": ids[agent],
+                "agent_id": agent,
+                "kind": kind,
+                "status": "pending",
+                "created_at": now,
+                "run_id": run_id,
+                "body": json.dumps(body, sort_keys=True, default=str),
+            }
+            for agent, body in bodies.items()
+        ]
+        table = rows_to_table(rows, PLAN_SCHEMA)
         _with_retry(lambda: self.table.add(table))
         self.bound.wrote()
-        return plan_id
+        return ids
 
     def get(self, plan_id: str) -> Plan | None:
         rows = self.table.search().where(eq("plan_id", plan_id)).limit(1).to_arrow().to_pylist()
@@ -48,11 +64,28 @@ class Plans:
 
     def of(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> list[Plan]:
         """The agent's plans of ``kind`` (only those with ``status``, e.g. "pending", if given), oldest first."""
-        where = f"{eq('agent_id', agent_id)} AND {eq('kind', kind)}"
-        if status is not None:
-            where += f" AND {eq('status', status)}"
-        rows = self.table.search().where(where).limit(None).to_arrow().to_pylist()
-        return [_plan(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"]))]
+        return self.of_agents([agent_id], kind=kind, status=status).get(agent_id, [])
+
+    def of_agents(
+        self, agent_ids: Iterable[str], *, kind: str = "corpus_merge", status: PlanStatus | None = None
+    ) -> dict[str, list[Plan]]:
+        """:meth:`of` for every agent of ``agent_ids`` in one read per 1,000 agents: ``{agent: plans}``, oldest
+        first; an agent without such plans is left out."""
+        agents = sorted(set(agent_ids))
+        cond = eq("kind", kind) + ("" if status is None else f" AND {eq('status', status)}")
+        rows = [
+            r
+            for i in range(0, len(agents), 1000)
+            for r in self.table.search()
+            .where(f"agent_id IN {in_list(agents[i : i + 1000])} AND {cond}")
+            .limit(None)
+            .to_arrow()
+            .to_pylist()
+        ]
+        out: dict[str, list[Plan]] = {}
+        for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"])):
+            out.setdefault(r["agent_id"], []).append(_plan(r))
+        return out
 
     def latest(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> Plan | None:
         """The agent's newest plan of ``kind`` (only among plans with ``status``, e.g. "pending", if given)."""
@@ -67,11 +100,36 @@ class Plans:
     def close(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
         """Compare-and-set a pending plan to ``status`` ("discarded", "expired") with ``note`` as its result;
         False (nothing written) when the plan is not pending any more."""
-        where = f"{eq('plan_id', plan_id)} AND {eq('status', 'pending')}"
-        values = {"status": status, "result": json.dumps(note, sort_keys=True, default=str)}
-        result = _with_retry(lambda: self.table.update(where=where, values=values))
+        return plan_id in self.close_many({plan_id: note}, status)
+
+    def close_many(self, notes: Mapping[str, dict[str, Any]], status: PlanStatus) -> set[str]:
+        """:meth:`close` for every plan of ``notes`` (``{plan_id: note}``) in one compare-and-set commit;
+        returns the ids it closed (a plan not pending any more is left as it is). No plans: no commit."""
+        if not notes:
+            return set()
+        results = {p: json.dumps(n, sort_keys=True, default=str) for p, n in notes.items()}
+        source = pa.table(
+            {
+                "plan_id": pa.array(list(results), pa.string()),
+                "status": pa.array([status] * len(results), pa.string()),
+                "result": pa.array(list(results.values()), pa.string()),
+            }
+        )
+        merged = _with_retry(
+            lambda: (
+                self.table.merge_insert("plan_id")
+                .when_matched_update_all(where=f"target.status = {lit('pending')}")
+                .use_index(False)  # a partial-column source: the scan join (see store/cas.py)
+                .execute(source)
+            )
+        )
         self.bound.wrote()
-        return int(result.rows_updated) > 0
+        if int(merged.num_updated_rows) == len(results):
+            return set(results)
+        # Some were not pending any more: which ones this commit closed, from what the plans hold now.
+        where = f"plan_id IN {in_list(list(results))} AND {eq('status', status)}"
+        now = self.table.search().where(where).select(["plan_id", "result"]).limit(None).to_arrow().to_pylist()
+        return {r["plan_id"] for r in now if r["result"] == results[r["plan_id"]]}
 
 
 def _plan(row: dict[str, Any]) -> Plan:

@@ -26,7 +26,8 @@ SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this 
 # The verbs that commit, on the store or on the collaborator that owns the table (``audit.record``).
 COMMITTING = (
     "cas_write", "cas_delete", "audit.record", "audit.drop", "links.add", "cursors.set",
-    "plans.mark_applied", "plans.close", "cursors.swap_lease", "cursors.set_many", "insert_rows",
+    "plans.mark_applied", "plans.save_many", "plans.close_many", "cursors.swap_lease", "cursors.set_many",
+    "insert_rows",
 )  # fmt: skip
 
 
@@ -153,6 +154,12 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         now, *agents = rest
         reports = consolidation_sweep(store, agents, now=datetime.fromisoformat(now))
         report = {agent: dataclasses.asdict(r) for agent, r in reports.items()}
+    elif command == "plan_sweep":  # the corpus merge plan over a set of agents: plan_sweep NOW AGENT...
+        from engram_pipeline.lifecycle.corpus_merge import plan_sweep
+
+        now, *agents = rest
+        planned = plan_sweep(store, agents, now=datetime.fromisoformat(now))
+        report = {agent: dataclasses.asdict(r) for agent, r in planned.items()}
     elif command in PASSES:
         agent, now, batch = rest
         report = PASSES[command]()(store, agent, now=datetime.fromisoformat(now), batch_size=int(batch))

@@ -80,9 +80,12 @@ def instrument() -> None:
     # the group commit captured remember_batch in a lambda over the module global: it sees the wrapper
 
 
-def profile_size(root: Path, rows: int, writes: int, cprof: int) -> None:
+def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | None = None) -> None:
+    if filled is not None:  # a copy of a store filled before (by this script's fill), to skip the fill
+        shutil.copytree(filled, root / f"p-{rows}")
     store = open_store(root, f"p-{rows}", "hashing")
-    fill(store, rows, seed=rows)
+    if filled is None:
+        fill(store, rows, seed=rows)
     # warm the process (first query plans, imports) outside the figures
     for i, text in enumerate(texts(5, seed=rows + 7)):
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
@@ -140,13 +143,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, action="append", help="store sizes (default 1000 and 10000)")
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--cprofile", type=int, default=0, help="writes under cProfile after the spans (0: none)")
+    ap.add_argument("--filled", type=Path, help="a store of --rows rows (one size) to copy instead of filling one")
     args = ap.parse_args()
     instrument()
     root = Path(tempfile.mkdtemp(prefix="engram-prof-"))
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     try:
         for rows in args.rows or [1000, 10000]:
-            profile_size(root, rows, args.writes, args.cprofile)
+            profile_size(root, rows, args.writes, args.cprofile, args.filled)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -56,9 +56,14 @@ async def rows(table: Any, where: str, *, columns: Sequence[str] | None = None) 
     return await query.to_arrow()
 
 
-async def nearest(table: Any, vectors: Sequence[Sequence[float]], where: str, *, k: int) -> pa.Table:
-    """The ``k`` nearest rows to each of ``vectors`` by cosine distance among those passing ``where``: full
-    rows with ``_distance``, and ``query_index`` when there are several vectors (one query for them all)."""
+async def nearest(
+    table: Any, vectors: Sequence[Sequence[float]], where: str, *, k: int, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The ``k`` nearest rows to each of ``vectors`` by cosine distance among those passing ``where``: their
+    ``columns`` (or all) with ``_distance``, and ``query_index`` when there are several vectors (one query
+    for them all)."""
     query = list(vectors) if len(vectors) > 1 else vectors[0]
     search = table._table.vector_search(query).distance_type("cosine").where(where).limit(k)
+    if columns is not None:
+        search = search.select([*columns, "_distance"])
     return await search.to_arrow()

@@ -35,6 +35,7 @@ from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.cas import CasResult, _with_retry
+from engram_pipeline.store.errors import MemoryNotFound
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
 NEIGHBOURS = 8
+# What the write-time checks read of a stored neighbour: the exact-duplicate race check (``content_hash``), the
+# judge and the contradiction rules (``content``, ``kind``), the records of a contradiction (``id``). A search
+# returning whole rows materialises every column of each hit, 1.6x the time of these at 100k rows with the
+# vector index (bench/profile_remember.py); a collapse reads its one row whole (``_collapse``).
+CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
 
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
@@ -61,10 +67,15 @@ def many_visible_neighbours(
 
 
 async def _many_visible_neighbours(
-    store: MemoryStore, agent_id: str, vectors: Sequence[list[float]], k: int = NEIGHBOURS
+    store: MemoryStore,
+    agent_id: str,
+    vectors: Sequence[list[float]],
+    k: int = NEIGHBOURS,
+    columns: Sequence[str] | None = None,
 ) -> list[list[Memory]]:
     where = f"{eq('agent_id', agent_id)} AND {VISIBLE_SQL}"
-    hits = (await one_trip.nearest(store.shard_for(agent_id).memories, vectors, where, k=k)).to_pylist()
+    table = store.shard_for(agent_id).memories
+    hits = (await one_trip.nearest(table, vectors, where, k=k, columns=columns)).to_pylist()
     out: list[list[Memory]] = [[] for _ in vectors]
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
@@ -146,7 +157,7 @@ def _first_reads(
     async def reads() -> tuple[dict[int, int], list[Memory], dict[int, list[Memory]]]:
         shards = sorted({store.shard_of(r["agent_id"]) for r in rows})
         versions = {k: await one_trip.version(store.shards[k].memories) for k in shards}
-        checks = _hash_hits(store, rows), _neighbours(store, [(i, rows[i]) for i in first.values()])
+        checks = _hash_hits(store, rows), _neighbours(store, [(i, rows[i]) for i in first.values()], CHECKED)
         hits, near = await one_trip.together(*checks)
         return versions, hits, near
 
@@ -220,11 +231,16 @@ def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> di
     return one_trip.run(_neighbours(store, rows))
 
 
-async def _neighbours(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
+async def _neighbours(
+    store: MemoryStore, rows: Sequence[tuple[int, Memory]], columns: Sequence[str] | None = None
+) -> dict[int, list[Memory]]:
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
     for i, row in rows:
         by_agent.setdefault(row["agent_id"], []).append((i, row))
-    searches = [_many_visible_neighbours(store, a, [r["vector"] for _, r in group]) for a, group in by_agent.items()]
+    searches = [
+        _many_visible_neighbours(store, agent_id, [r["vector"] for _, r in group], columns=columns)
+        for agent_id, group in by_agent.items()
+    ]
     out: dict[int, list[Memory]] = {}
     for group, found in zip(by_agent.values(), await one_trip.together(*searches), strict=True):
         out.update((i, hits) for (i, _), hits in zip(group, found, strict=True))
@@ -334,8 +350,16 @@ def as_stored(store: MemoryStore, row: Memory) -> Memory:
 
 
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
-    """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit)."""
+    """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit).
+
+    A neighbour read with the :data:`CHECKED` columns only is read whole first. A version newer than the one
+    the checks saw is folded into as the compare-and-set's retry would have (it re-reads and folds again)."""
     score = float(existing["_similarity"])
+    if not existing.keys() >= set(store.memory_schema.names):
+        whole = store.get_many([existing["id"]])
+        if not whole:
+            raise MemoryNotFound(existing["id"])
+        existing = {**whole[0], "_similarity": score}
     collapse_many(store, [(existing, incoming, score)], actor=actor)
     return RememberResult(store.get(existing["id"], track_access=False), "semantic_duplicate", score)
 

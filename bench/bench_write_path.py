@@ -187,7 +187,16 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     except Exception as exc:  # the [minilm] extra is optional
         print(f"\nminilm skipped: {exc}")
         return
-    embeds, calls = [], []
+    embeds, calls, own = [], [], []
+    vector_for = store._vector_for
+
+    def timed_vector_for(content: str, vector: object) -> list[float]:  # the embedding inside remember
+        t = time.perf_counter()
+        out = vector_for(content, vector)
+        own.append(time.perf_counter() - t)
+        return out
+
+    store._vector_for = timed_vector_for
     for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
         # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
         t = time.perf_counter()
@@ -196,6 +205,8 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
         t = time.perf_counter()
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
         calls.append(time.perf_counter() - t)
+    store._vector_for = vector_for
+    rest = [c - e for c, e in zip(calls, own, strict=True)]
     batch = texts(rows, 23)
     t = time.perf_counter()
     store.embed(batch)
@@ -206,6 +217,9 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     imported = rows / (time.perf_counter() - t)
     print(f"\nminilm: embed p50 {ms(embeds, 50):.1f} ms, remember p50 {ms(calls, 50):.1f} ms ", end="")
     print(f"(+{ms(calls, 50) - ms(embeds, 50):.1f} ms; target <= +10 ms)")
+    # The same gap per call (each remember less its own embedding): two noisy medians of ~100 ms differ by
+    # more than the 10 ms asked about when torch shares busy cores; this difference does not carry that noise.
+    print(f"minilm: remember less its own embedding, per call: p50 {ms(rest, 50):.1f} ms, p99 {ms(rest, 99):.1f}")
     print(f"minilm bulk import {imported:.0f} rows/s vs raw batch embedding {raw:.0f}/s: {imported / raw:.0%}")
 
 

@@ -4,11 +4,14 @@
 
 For each store size: a store filled and maintained as ``bench_write_path.py`` fills it, then ``--writes``
 single writes, each timed end to end and split into spans by wrapping the write path's steps (embedding, row
-building, the exact-duplicate lookup, the neighbour search, the judge and contradiction checks, the Lance
-append, the self-compaction check, the stored-row conversion, and what is left: the group commit and Python
-glue). Then the floor: a bare ``table.add`` of one row of the same schema to a table in the same directory,
-timed the same number of times, and the same append onto ``memories`` itself (its manifest, its indexes).
-``--cprofile N`` prints the top of a cProfile of N more writes, sorted by cumulative time.
+building, the batch's first reads: the table version, the exact-duplicate lookup and the neighbour search, in
+one trip since they were put there; the judge and contradiction checks, the Lance append, the self-compaction
+check, the stored-row conversion; what is left is the group commit and Python glue). A step a write did not
+call is not printed (code older than the one trip shows the three reads as spans of their own). Then the
+floor: a bare ``table.add`` of one row of the same schema to a table in the same directory, timed the same
+number of times, and the same append onto ``memories`` itself (its manifest, its indexes). ``--cprofile N``
+prints the top of a cProfile of N more writes, sorted by cumulative time; ``--filled DIR`` copies a store
+filled before instead of filling one (one ``--rows``).
 
 The spans are medians of per-write sums (a span a write skipped counts 0); they are what the write path
 spent, nested spans not subtracted, so their sum can exceed the total only where one holds another.

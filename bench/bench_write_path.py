@@ -38,6 +38,7 @@ from bench_store import open_store, texts  # noqa: E402
 
 import engram_pipeline  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
+from engram_pipeline.model import rows_to_table  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 
 AGENTS = 10
@@ -68,16 +69,33 @@ def fragments(store: MemoryStore) -> int:
     return int(store.memories.stats()["fragment_stats"]["num_fragments"])
 
 
+def bare_commits(store: MemoryStore, n: int) -> list[float]:
+    """``n`` one-row ``table.add`` calls to a fresh table of ``memories``' schema in the store's directory:
+    the floor of a write acknowledged after its Lance commit."""
+    row = store.new_row("floor", "a row")
+    row["vector"] = store.embed(["a row"])[0].tolist()
+    table = store.db.create_table("bare_commit_floor", schema=store.memory_schema)
+    out = []
+    for i in range(n):
+        one = rows_to_table([{**row, "id": f"floor-{i}"}], store.memory_schema)
+        t = time.perf_counter()
+        table.add(one)
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def bench_single(root: Path, small: int, large: int, n: int) -> None:
     p50 = {}
-    print(f"\nsingle remember, one client, hashing, {n} writes (ms)")
-    print(f"{'rows in store':<16} {'p50':>8} {'p99':>8} {'fragments after':>16}")
+    print(f"\nsingle remember, one client, hashing, {n} writes (ms); floor: a bare one-row table.add, same dir")
+    print(f"{'rows in store':<16} {'p50':>8} {'p99':>8} {'fragments after':>16} {'floor p50':>10} {'floor p99':>10}")
     for size in (small, large):
         store = open_store(root, f"single-{size}", "hashing")
         fill(store, size, seed=size)
         calls = single_writes(store, n, seed=size + 1)
+        floor = bare_commits(store, n)
         p50[size] = ms(calls, 50)
-        print(f"{size:<16} {p50[size]:>8.1f} {ms(calls, 99):>8.1f} {fragments(store):>16}", flush=True)
+        line = f"{size:<16} {p50[size]:>8.1f} {ms(calls, 99):>8.1f} {fragments(store):>16}"
+        print(f"{line} {ms(floor, 50):>10.1f} {ms(floor, 99):>10.1f}", flush=True)
     print(f"p50 at {large} / p50 at {small}: {p50[large] / p50[small]:.2f}x (target <= 1.5x)")
 
 
@@ -169,7 +187,16 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     except Exception as exc:  # the [minilm] extra is optional
         print(f"\nminilm skipped: {exc}")
         return
-    embeds, calls = [], []
+    embeds, calls, own = [], [], []
+    vector_for = store._vector_for
+
+    def timed_vector_for(content: str, vector: object) -> list[float]:  # the embedding inside remember
+        t = time.perf_counter()
+        out = vector_for(content, vector)
+        own.append(time.perf_counter() - t)
+        return out
+
+    store._vector_for = timed_vector_for
     for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
         # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
         t = time.perf_counter()
@@ -178,6 +205,8 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
         t = time.perf_counter()
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
         calls.append(time.perf_counter() - t)
+    store._vector_for = vector_for
+    rest = [c - e for c, e in zip(calls, own, strict=True)]
     batch = texts(rows, 23)
     t = time.perf_counter()
     store.embed(batch)
@@ -188,6 +217,9 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     imported = rows / (time.perf_counter() - t)
     print(f"\nminilm: embed p50 {ms(embeds, 50):.1f} ms, remember p50 {ms(calls, 50):.1f} ms ", end="")
     print(f"(+{ms(calls, 50) - ms(embeds, 50):.1f} ms; target <= +10 ms)")
+    # The same gap per call (each remember less its own embedding): two noisy medians of ~100 ms differ by
+    # more than the 10 ms asked about when torch shares busy cores; this difference does not carry that noise.
+    print(f"minilm: remember less its own embedding, per call: p50 {ms(rest, 50):.1f} ms, p99 {ms(rest, 99):.1f}")
     print(f"minilm bulk import {imported:.0f} rows/s vs raw batch embedding {raw:.0f}/s: {imported / raw:.0%}")
 
 

@@ -4,7 +4,9 @@
 (:mod:`engram_pipeline.store.group_commit`): the writes of one process that arrive while a batch commits are
 checked and inserted together by :func:`remember_batch`, in one commit. Exact duplicates (per agent, the
 normalised content hash) are found for the whole batch in one read through the BTree index on
-``content_hash``. Then the new row's nearest visible neighbours of the same agent decide:
+``content_hash``, at the same time as the nearest visible neighbours of the batch's rows are searched (both
+in one trip through lancedb's event loop: :mod:`engram_pipeline.store.one_trip`). Then the new row's
+nearest visible neighbours of the same agent decide:
 
 * the store's merge judge (:func:`engram_pipeline.judge.same_fact`, the decision the corpus merge uses)
   calls the pair a duplicate: the write collapses into the existing row, which gains a
@@ -31,7 +33,9 @@ from engram_pipeline.judge import get_judge, is_same_fact
 from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.cas import CasResult, _with_retry
+from engram_pipeline.store.errors import MemoryNotFound
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
@@ -42,6 +46,11 @@ if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
 NEIGHBOURS = 8
+# What the write-time checks read of a stored neighbour: the exact-duplicate race check (``content_hash``), the
+# judge and the contradiction rules (``content``, ``kind``), the records of a contradiction (``id``). A search
+# returning whole rows materialises every column of each hit, 1.6x the time of these at 100k rows with the
+# vector index (bench/profile_remember.py); a collapse reads its one row whole (``_collapse``).
+CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
 
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
@@ -54,10 +63,19 @@ def many_visible_neighbours(
 ) -> list[list[Memory]]:
     """:func:`visible_neighbours` of several vectors of one agent, in one query (a multi-vector search is
     several times cheaper than as many single ones)."""
+    return one_trip.run(_many_visible_neighbours(store, agent_id, vectors, k))
+
+
+async def _many_visible_neighbours(
+    store: MemoryStore,
+    agent_id: str,
+    vectors: Sequence[list[float]],
+    k: int = NEIGHBOURS,
+    columns: Sequence[str] | None = None,
+) -> list[list[Memory]]:
     where = f"{eq('agent_id', agent_id)} AND {VISIBLE_SQL}"
-    query = list(vectors) if len(vectors) > 1 else vectors[0]
-    search = store.shard_for(agent_id).memories.search(query).metric("cosine").where(where, prefilter=True)
-    hits = search.limit(k).to_arrow().to_pylist()
+    table = store.shard_for(agent_id).memories
+    hits = (await one_trip.nearest(table, vectors, where, k=k, columns=columns)).to_pylist()
     out: list[list[Memory]] = [[] for _ in vectors]
     for h in hits:
         h["_similarity"] = 1.0 - float(h.pop("_distance"))
@@ -88,18 +106,10 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     returned for that row; nothing of a row that fails validation was ever queued (``new_row`` runs first).
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
-    # The table versions are read before the exact check: see insert_new.
-    pending = _Pending(store, _near(store), store.shard_versions({store.shard_of(r["agent_id"]) for r, _ in items}))
-    stored = stored_by_hash(store, [row for row, _ in items])
+    versions, stored, neighbours = _first_reads(store, [row for row, _ in items])
+    pending = _Pending(store, _near(store), versions)
     first: dict[str, int] = {}
     same_as: dict[int, int] = {}
-    for i, (row, _) in enumerate(items):
-        if row["content_hash"] not in stored:
-            first.setdefault(row["content_hash"], i)
-    # The neighbours of every row to check, read before any commit of the batch: after one (a flush, a
-    # collapse) the rows after it read theirs again (a collapse only moves versions, which CAS re-reads).
-    neighbours = _neighbours_of(store, [(i, items[i][0]) for i in first.values()])
-    first.clear()
     for i, (row, actor) in enumerate(items):
         digest = row["content_hash"]
         if digest in stored:
@@ -131,6 +141,30 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     return out  # type: ignore[return-value]
 
 
+def _first_reads(
+    store: MemoryStore, rows: Sequence[Memory]
+) -> tuple[dict[int, int], dict[str, Memory], dict[int, list[Memory]]]:
+    """What a batch's checks start from, in one trip (:mod:`.one_trip`): the version of each shard's table
+    the batch writes to, read first (see :func:`insert_new`); then at once, the stored row of each content
+    hash the store already has (:func:`stored_by_hash`) and the neighbours of the first row of each content
+    hash (by index in ``rows``; of a row whose content is stored they go unused). The neighbours are read
+    before any commit of the batch: after one (a flush, a collapse) the rows after it read theirs again (a
+    collapse only moves versions, which CAS re-reads)."""
+    first: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        first.setdefault(row["content_hash"], i)
+
+    async def reads() -> tuple[dict[int, int], list[Memory], dict[int, list[Memory]]]:
+        shards = sorted({store.shard_of(r["agent_id"]) for r in rows})
+        versions = {k: await one_trip.version(store.shards[k].memories) for k in shards}
+        checks = _hash_hits(store, rows), _neighbours(store, [(i, rows[i]) for i in first.values()], CHECKED)
+        hits, near = await one_trip.together(*checks)
+        return versions, hits, near
+
+    versions, hits, near = one_trip.run(reads())
+    return versions, _stored_of(store, hits), near
+
+
 def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memory]:
     """The stored row of each content hash of ``rows`` that the store already has.
 
@@ -139,12 +173,21 @@ def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memo
     so a match is the same agent's. Two rows share a hash only in the instant between racing inserts and the
     loser's clean-up: the one that stays is named.
     """
-    hits: list[Memory] = []
+    return _stored_of(store, one_trip.run(_hash_hits(store, rows)))
+
+
+async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
+    """``id`` and ``content_hash`` of the stored rows sharing a content hash with ``rows`` (reads at once)."""
+    reads = []
     for k, group in store._group(rows).items():
         hashes = list(dict.fromkeys(r["content_hash"] for r in group))
         for start in range(0, len(hashes), 1000):
-            q = store.shards[k].memories.search().where(f"content_hash IN {in_list(hashes[start : start + 1000])}")
-            hits += q.select(["id", "content_hash"]).limit(None).to_arrow().to_pylist()
+            where = f"content_hash IN {in_list(hashes[start : start + 1000])}"
+            reads.append(one_trip.rows(store.shards[k].memories, where, columns=["id", "content_hash"]))
+    return [hit for table in await one_trip.together(*reads) for hit in table.to_pylist()]
+
+
+def _stored_of(store: MemoryStore, hits: Sequence[Memory]) -> dict[str, Memory]:
     found: dict[str, list[Memory]] = {}
     for r in store.get_many([h["id"] for h in hits]) if hits else []:
         found.setdefault(r["content_hash"], []).append(r)
@@ -184,13 +227,22 @@ Found = list[tuple[Memory, Any]]
 
 
 def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
-    """The visible neighbours of each ``(index, row)``, one query per agent."""
+    """The visible neighbours of each ``(index, row)``, one query per agent (the queries run at once)."""
+    return one_trip.run(_neighbours(store, rows))
+
+
+async def _neighbours(
+    store: MemoryStore, rows: Sequence[tuple[int, Memory]], columns: Sequence[str] | None = None
+) -> dict[int, list[Memory]]:
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
     for i, row in rows:
         by_agent.setdefault(row["agent_id"], []).append((i, row))
+    searches = [
+        _many_visible_neighbours(store, agent_id, [r["vector"] for _, r in group], columns=columns)
+        for agent_id, group in by_agent.items()
+    ]
     out: dict[int, list[Memory]] = {}
-    for agent_id, group in by_agent.items():
-        found = many_visible_neighbours(store, agent_id, [r["vector"] for _, r in group])
+    for group, found in zip(by_agent.values(), await one_trip.together(*searches), strict=True):
         out.update((i, hits) for (i, _), hits in zip(group, found, strict=True))
     return out
 
@@ -298,8 +350,16 @@ def as_stored(store: MemoryStore, row: Memory) -> Memory:
 
 
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
-    """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit)."""
+    """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit).
+
+    A neighbour read with the :data:`CHECKED` columns only is read whole first. A version newer than the one
+    the checks saw is folded into as the compare-and-set's retry would have (it re-reads and folds again)."""
     score = float(existing["_similarity"])
+    if not existing.keys() >= set(store.memory_schema.names):
+        whole = store.get_many([existing["id"]])
+        if not whole:
+            raise MemoryNotFound(existing["id"])
+        existing = {**whole[0], "_similarity": score}
     collapse_many(store, [(existing, incoming, score)], actor=actor)
     return RememberResult(store.get(existing["id"], track_access=False), "semantic_duplicate", score)
 

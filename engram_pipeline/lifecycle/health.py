@@ -87,7 +87,12 @@ def health(store: MemoryStore, agent_id: str, *, now: datetime | None = None, gr
 
 
 def health_sweep(
-    store: MemoryStore, agent_ids: Sequence[str], *, now: datetime | None = None, graph: Any = None
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    graph: Any = None,
+    run_id: str | None = None,  # a read records no run: taken for the sweeps' one signature
 ) -> dict[str, HealthReport]:
     """:func:`health` of every agent of ``agent_ids`` from one read of each kind: their rows (with the reads not
     folded yet), their links, their latest plans and, for the agents that need one, their neighbour graphs.

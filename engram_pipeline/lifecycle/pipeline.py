@@ -60,20 +60,25 @@ def run_pipeline(
 
 
 def pipeline_sweep(
-    store: MemoryStore, agent_ids: Sequence[str], *, now: datetime | None = None, scope: str = "recent"
+    store: MemoryStore,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    scope: str = "recent",
+    run_id: str | None = None,
 ) -> dict[str, PipelineReport]:
     """:func:`run_pipeline` for every agent of ``agent_ids`` (all of one shard), the columnar passes as sweeps."""
     agents = sorted(set(agent_ids))
     if not agents:
         return {}
     now = now or utcnow()
-    promotion = promotion_sweep(store, agents, now=now)
-    decay = decay_sweep(store, agents, now=now)
+    promotion = promotion_sweep(store, agents, now=now, run_id=run_id)
+    decay = decay_sweep(store, agents, now=now, run_id=run_id)
     graph = agent_graph(store, agents)
-    confidence = confidence_sweep(store, agents, graph=graph, now=now)
-    contradictions = contradiction_sweep(store, agents, graph=graph, now=now)
-    plans = plan_sweep(store, agents, graph=graph, now=now)
-    stages = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now)
+    confidence = confidence_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+    contradictions = contradiction_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+    plans = plan_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+    stages = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now, run_id=run_id)
     health = health_sweep(store, agents, now=now)  # after every stage: what the agents' memory is now
     return {
         agent: PipelineReport(

@@ -2,11 +2,11 @@
 
 ``sweep(store, "ltm_decay", agents, now=now)`` returns a :class:`SweepReport` holding each agent's own report
 (the same frozen dataclass the per-agent pass returns), so a caller that wants one agent's figures still has
-them. Every pass in :data:`SWEEPS` runs through here; the per-agent functions stay the API for one agent and
-give the same result for that agent as a sweep that includes it.
+them. Every pass in :data:`COLUMNAR` runs through here (:data:`SWEEPS` names the one-agent function of each);
+the per-agent functions stay the API for one agent and give the same result for that agent as a sweep that includes it.
 
 The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard`, the store's
-``ENGRAM_SHARDS``), and each group runs as one columnar sweep where the pass has one (:data:`COLUMNAR`): one read
+``ENGRAM_SHARDS``), and each group runs as one columnar sweep (:data:`COLUMNAR`): one read
 of all the group's rows, one vectorised decision, batched compare-and-set commits spanning agents, and one
 cursor row per shard and run (:func:`~engram_pipeline.lifecycle._common.sweep_key`), from which a killed sweep
 resumes. A sweep with nothing to do commits nothing, as the per-agent passes do. ``health`` (a read) is one
@@ -60,7 +60,7 @@ SWEEPS: dict[str, Callable[..., Any]] = {
     "health": health,
     "pipeline": run_pipeline,
 }
-# pass name -> its columnar sweep over the agents of one shard (store, agent_ids, *, now=...) -> {agent: report}
+# pass name -> its columnar sweep over the agents of one shard (store, agent_ids, *, now=, run_id=) -> {agent: report}
 COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
     "stm_promotion": promotion_sweep,
     "ltm_decay": decay_sweep,
@@ -91,20 +91,20 @@ class SweepReport:
         return out
 
 
-def sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime | None = None) -> SweepReport:
-    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time), one sweep per shard."""
-    if pass_name not in SWEEPS:
-        raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(SWEEPS))}")
+def sweep(
+    store: MemoryStore,
+    pass_name: str,
+    agent_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    run_id: str | None = None,
+) -> SweepReport:
+    """Run ``pass_name`` over ``agent_ids`` at one ``now`` (default: the current time), one sweep per shard.
+    ``run_id`` (say, the Dagster run's) goes into every cursor and audit event the run writes."""
+    if pass_name not in COLUMNAR:
+        raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(COLUMNAR))}")
     now = now or utcnow()
     agents: dict[str, Any] = {}
     for group in by_shard(agent_ids, store.shard_count).values():
-        agents.update(shard_sweep(store, pass_name, group, now=now))
+        agents.update(COLUMNAR[pass_name](store, group, now=now, run_id=run_id))
     return SweepReport(pass_name, now, dict(sorted(agents.items())))
-
-
-def shard_sweep(store: MemoryStore, pass_name: str, agent_ids: Sequence[str], *, now: datetime) -> dict[str, Any]:
-    """``pass_name`` over agents of one shard: its columnar sweep, or else agent by agent."""
-    if pass_name in COLUMNAR:
-        return COLUMNAR[pass_name](store, agent_ids, now=now)
-    run = SWEEPS[pass_name]
-    return {agent: run(store, agent, now=now) for agent in sorted(set(agent_ids))}

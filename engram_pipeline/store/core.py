@@ -702,13 +702,6 @@ class MemoryStore:
     def get_cursor(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
         return self.shard_for(agent_id).cursors.get(pass_name, agent_id)
 
-    def get_cursors(self, pass_name: str, agent_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """:meth:`get_cursor` for many agents, one read per shard: ``{agent: cursor}``, those with one."""
-        out: dict[str, dict[str, Any]] = {}
-        for k, agents in by_shard(agent_ids, self.shard_count).items():
-            out.update(self.shards[k].cursors.get_many(pass_name, agents))
-        return out
-
     def set_cursor(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
         self.shard_for(agent_id).cursors.set(pass_name, agent_id, cursor)
 

@@ -33,15 +33,6 @@ class Cursors:
         rows = self.table.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
         return json.loads(rows[0]["cursor"]) if rows and rows[0]["cursor"] else None
 
-    def get_many(self, pass_name: str, agent_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """:meth:`get` for many agents, one read per 1,000: ``{agent: cursor}`` (an agent without one left out)."""
-        keys = [f"{pass_name}/{a}" for a in agent_ids]
-        rows = []
-        for i in range(0, len(keys), 1000):
-            where = f"key IN {in_list(keys[i : i + 1000])}"
-            rows += self.table.search().where(where).limit(None).to_arrow().to_pylist()
-        return {r["agent_id"]: json.loads(r["cursor"]) for r in rows if r["cursor"]}
-
     def set(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
         row = {
             "key": f"{pass_name}/{agent_id}",

@@ -15,6 +15,7 @@ from assets.partitions import shard_keys, shard_partitions
 from assets.resources import EngramStore, RunScopedIOManager
 from assets.shard_assets import shard_key, shard_sweeps
 from engram_pipeline.importer import import_jsonl
+from engram_pipeline.lifecycle._common import sweep_key
 from engram_pipeline.sample import AGENTS, load_sample_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -48,7 +49,7 @@ def busiest_shard(agents: list[str]) -> tuple[str, list[str]]:
     return str(shard), members
 
 
-def materialize_shard(uri: str, tmp_path: Path, names: list[str], shard: str) -> Any:
+def materialize_shard(uri: str, tmp_path: Path, names: list[str], shard: str, runs: list[str] | None = None) -> Any:
     resources = {
         "engram": EngramStore(uri=uri, embedder="hashing"),
         "run_scoped_io_manager": RunScopedIOManager(base_dir=str(tmp_path / "io")),
@@ -56,6 +57,8 @@ def materialize_shard(uri: str, tmp_path: Path, names: list[str], shard: str) ->
     assets = shard_sweeps(shard_partitions(SHARDS))
     result = materialize(assets, selection=[shard_key(n) for n in names], partition_key=shard, resources=resources)
     assert result.success
+    if runs is not None:
+        runs.append(result.run_id)
     return {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
 
 
@@ -69,7 +72,8 @@ def test_a_shard_run_sweeps_exactly_its_agents(sharded_uri: str, tmp_path: Path)
     shard, members = busiest_shard(agents)
     others = {a: store.scan(a).to_pylist() for a in agents if a not in members}
 
-    metadata = materialize_shard(sharded_uri, tmp_path, ["stm_promotion", "importance_decay"], shard)
+    runs: list[str] = []
+    metadata = materialize_shard(sharded_uri, tmp_path, ["stm_promotion", "importance_decay"], shard, runs)
 
     decay = metadata[AssetKey(["shards", "importance_decay"])]
     assert decay["agents"].value == len(members)
@@ -78,6 +82,8 @@ def test_a_shard_run_sweeps_exactly_its_agents(sharded_uri: str, tmp_path: Path)
     assert all(f"| {a} |" in table for a in members) and not any(f"| {a} |" in table for a in others)
     assert f"over {len(members)} agents" in decay["summary"].value
     assert others == {a: store.scan(a).to_pylist() for a in others}  # other shards' agents untouched
+    cursor = store.get_cursor("ltm_decay", sweep_key(members, SHARDS)[0])
+    assert cursor is not None and cursor["run_id"] == runs[0]  # the shard's cursor names the Dagster run
 
 
 @pytest.mark.slow

@@ -70,12 +70,13 @@ class TextTable:
         ok[max(0, len(points) - 2) :] = False
         at = np.flatnonzero(ok)
         codes = (points[at] << np.uint64(42)) | (points[at + 1] << np.uint64(21)) | points[at + 2]
-        columns, column = np.unique(codes, return_inverse=True)
-        keys = np.unique(row[at] * len(columns) + column)  # each (text, trigram) once, sorted by text
-        rows, cols = np.divmod(keys, max(1, len(columns)))
+        column, width = _dense_ranks(codes)
+        keys = np.sort(row[at] * width + column)
+        keys = keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys  # each (text, trigram) once
+        rows, cols = np.divmod(keys, width)
         indptr = np.searchsorted(rows, np.arange(len(strings) + 1))
         data = np.ones(len(keys), dtype=np.int32)
-        m = csr_matrix((data, cols, indptr), shape=(len(strings), max(1, len(columns))))
+        m = csr_matrix((data, cols, indptr), shape=(len(strings), width))
         self._sets[name] = (m, np.diff(indptr).astype(np.int64))
 
     def sizes(self, name: str, of: Callable[[str], Iterable[Hashable]]) -> np.ndarray:
@@ -105,3 +106,15 @@ class TextTable:
         ids, truthy = self.ids(name, of)
         equal = ids[a] == ids[b]
         return equal & truthy[a] if non_empty else equal
+
+
+def _dense_ranks(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the distinct values (equal values, equal ranks), and how many there are (at
+    least 1). By one sort: ``np.unique(..., return_inverse=True)`` hashes here and is many times slower."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64), 1
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[order] = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
+    return ranks, int(ranks.max()) + 1

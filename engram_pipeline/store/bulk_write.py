@@ -166,19 +166,19 @@ def _stored_near(store: MemoryStore, rows: Sequence[tuple[int, Memory]], near: f
         vecs = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
         queries = _unit(np.asarray([r["vector"] for _, r in group], dtype=np.float32))
         step = max(1, 2**24 // len(ids))  # bounds the block of cosines in memory
+        k = min(NEIGHBOURS, len(ids))
         for start in range(0, len(group), step):
             block = queries[start : start + step] @ vecs.T
-            k = min(NEIGHBOURS, len(ids))
             top = (
                 np.argpartition(-block, k - 1, axis=1)[:, :k]
                 if k < len(ids)
                 else np.tile(np.arange(k), (len(block), 1))
             )
-            for x, cols in enumerate(top):
-                cos = block[x, cols]
-                for y in cols[np.argsort(-cos, kind="stable")]:
-                    if block[x, y] >= near:
-                        hits.append((group[start + x][0], ids[int(y)], float(block[x, y])))
+            cos = np.take_along_axis(block, top, axis=1)
+            order = np.argsort(-cos, axis=1, kind="stable")  # nearest first
+            top, cos = np.take_along_axis(top, order, axis=1), np.take_along_axis(cos, order, axis=1)
+            for x, y in zip(*np.nonzero(cos >= near), strict=True):
+                hits.append((group[start + int(x)][0], ids[int(top[x, y])], float(cos[x, y])))
     full = (
         {r["id"]: r for r in store.get_many(list({h[1] for h in hits}), columns=stored_columns(store))} if hits else {}
     )

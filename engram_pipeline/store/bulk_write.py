@@ -182,8 +182,8 @@ def _stored_near(store: MemoryStore, rows: Sequence[tuple[int, Memory]], near: f
     full = (
         {r["id"]: r for r in store.get_many(list({h[1] for h in hits}), columns=stored_columns(store))} if hits else {}
     )
-    for i, memory_id, cos in hits:
-        out.setdefault(i, []).append({**full[memory_id], "_similarity": cos})
+    for i, memory_id, similarity in hits:
+        out.setdefault(i, []).append({**full[memory_id], "_similarity": similarity})
     return out
 
 

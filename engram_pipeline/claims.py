@@ -246,6 +246,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=65_536)  # a token recurs in many texts
 def _is_numeric(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _MONTHS
 

@@ -69,7 +69,8 @@ def write_checked(
         return BulkWrite(tuple(inserted), len(rows) - len(inserted), 0, 0)
     todo = [i for i in range(len(rows)) if checked[i]]
     near = near_cosine(store)
-    pools = _Pools(rows, _stored_near(store, [(i, rows[i]) for i in todo], near), near)
+    unit = _unit(np.asarray([r["vector"] for r in rows], dtype=np.float32))  # the batch's vectors, read once
+    pools = _Pools(rows, unit, _stored_near(store, rows, unit, todo, near), near)
     # Decided for all rows at once on the pools they have if every earlier row stays and shows (most batches);
     # a row whose candidates an earlier decision removed (a collapse, a superseded row) is decided again.
     decided = dict(zip(todo, decide_many(store, [(rows[i], pools.top(i)) for i in todo]), strict=True))
@@ -107,9 +108,11 @@ class _Pools:
     the batch at the near cosine or above that are visible, nearest first (ties: stored rows, then earlier
     rows in order); rows removed by a decision (folded into another, or superseded) leave every pool."""
 
-    def __init__(self, rows: Sequence[Memory], stored: Mapping[int, list[Memory]], near: float) -> None:
+    def __init__(
+        self, rows: Sequence[Memory], unit: np.ndarray, stored: Mapping[int, list[Memory]], near: float
+    ) -> None:
         self.rows, self.stored = rows, stored
-        self.earlier = _earlier_near(rows, near)
+        self.earlier = _earlier_near(rows, unit, near)
         self.shown = np.fromiter((is_visible(r) for r in rows), dtype=bool, count=len(rows))
         self.position = {r["id"]: i for i, r in enumerate(rows)}
         self.removed: set[str] = set()
@@ -141,8 +144,11 @@ class _Pools:
         ]
 
 
-def _stored_near(store: MemoryStore, rows: Sequence[tuple[int, Memory]], near: float) -> dict[int, list[Memory]]:
-    """The store's nearest visible rows of each ``(index, row)`` at cosine ``near`` or above (the candidates
+def _stored_near(
+    store: MemoryStore, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
+) -> dict[int, list[Memory]]:
+    """The store's nearest visible rows of each row ``rows[i]`` of ``todo`` (``unit``: the rows' vectors at unit
+    length) at cosine ``near`` or above (the candidates
     below it never act: :func:`.write_checks.decide_many`), as ``remember`` reads them (``_neighbours_of``).
 
     An agent whose table has no vector index is searched by an exact scan either way: here by one read of its
@@ -150,8 +156,8 @@ def _stored_near(store: MemoryStore, rows: Sequence[tuple[int, Memory]], near: f
     not by one scan per row; only the rows that are candidates are read whole.
     """
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
-    for i, row in rows:
-        by_agent.setdefault(row["agent_id"], []).append((i, row))
+    for i in todo:
+        by_agent.setdefault(rows[i]["agent_id"], []).append((i, rows[i]))
     out: dict[int, list[Memory]] = {}
     hits: list[tuple[int, str, float]] = []
     for agent_id, group in by_agent.items():
@@ -164,7 +170,7 @@ def _stored_near(store: MemoryStore, rows: Sequence[tuple[int, Memory]], near: f
             continue
         ids = table["id"].to_pylist()
         vecs = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
-        queries = _unit(np.asarray([r["vector"] for _, r in group], dtype=np.float32))
+        queries = unit[[i for i, _ in group]]
         step = max(1, 2**24 // len(ids))  # bounds the block of cosines in memory
         k = min(NEIGHBOURS, len(ids))
         for start in range(0, len(group), step):
@@ -193,9 +199,9 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
 
 
-def _earlier_near(rows: Sequence[Memory], near: float) -> list[tuple[np.ndarray, np.ndarray]]:
+def _earlier_near(rows: Sequence[Memory], unit: np.ndarray, near: float) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each row, the earlier rows of its agent in ``rows`` at cosine ``near`` or above (their indices in
-    order, and the cosines)."""
+    order, and the cosines; ``unit``: the rows' vectors at unit length)."""
     none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     out: list[tuple[np.ndarray, np.ndarray]] = [none] * len(rows)
     by_agent: dict[str, list[int]] = {}
@@ -205,7 +211,7 @@ def _earlier_near(rows: Sequence[Memory], near: float) -> list[tuple[np.ndarray,
         if len(members) < 2:
             continue
         index = np.asarray(members, dtype=np.int64)
-        vecs = _unit(np.asarray([rows[i]["vector"] for i in members], dtype=np.float32))
+        vecs = unit[index]
         for start in range(0, len(members), _CHUNK):
             block = vecs[start : start + _CHUNK] @ vecs[: start + _CHUNK].T
             # an earlier row only: column y < start + x

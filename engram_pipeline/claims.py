@@ -56,7 +56,7 @@ from engram_pipeline.lexicon import (
     relation_family,
     words,
 )
-from engram_pipeline.text_sets import TextTable
+from engram_pipeline.text_sets import SMALL_BATCH, TextTable
 from engram_pipeline.utterances import Sentence, split_sentences
 
 __all__ = [
@@ -398,15 +398,16 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
 
 
 def detect_contradictions(pairs: Sequence[tuple[str, str]]) -> list[Contradiction | None]:
-    """:func:`detect_contradiction` of each ``(a, b)``, with the rules run only on the pairs whose texts share a
-    slot (:func:`contradiction_slots`), found for all pairs at once; every other pair is ``None`` without them.
+    """:func:`detect_contradiction` of each ``(a, b)``. From ``SMALL_BATCH`` pairs on, the rules run only on the
+    pairs whose texts share a slot (:func:`contradiction_slots`), found for all pairs at once; every other pair
+    is ``None`` without them.
 
     >>> [c and c.rule for c in detect_contradictions([("User lives in Berlin", "User lives in Bonn"),
     ...                                                ("User lives in Berlin", "The meeting is at 3pm")])]
     ['value_swap', None]
     """
-    if not pairs:
-        return []
+    if len(pairs) < SMALL_BATCH:
+        return [detect_contradiction(*pair) for pair in pairs]
     table = TextTable(t for pair in pairs for t in pair)
     a, b = table.rows([x for x, _ in pairs]), table.rows([y for _, y in pairs])
     shared = table.overlap("contradiction_slots", contradiction_slots, a, b)

@@ -46,7 +46,7 @@ from engram_pipeline.claims import _stem, content_tokens, normalise_value, parse
 from engram_pipeline.lexicon import relation_family
 from engram_pipeline.merge_guard import conflict, merge_decision
 from engram_pipeline.settings import Settings
-from engram_pipeline.text_sets import TextTable
+from engram_pipeline.text_sets import SMALL_BATCH, TextTable
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -286,7 +286,11 @@ class CalibratedJudge:
         """P(same fact) for each pair, ignoring the vetoes and the floor."""
         if not pairs:
             return np.zeros(0)
-        t = (feature_matrix(pairs, table) - self._mean) / self._scale * self._w
+        if len(pairs) < SMALL_BATCH and table is None:
+            x = np.asarray([features(a, b, c) for a, b, c in pairs], dtype=np.float64)  # the same numbers
+        else:
+            x = feature_matrix(pairs, table)
+        t = (x - self._mean) / self._scale * self._w
         z = np.full(len(pairs), self._b)
         for k in range(t.shape[1]):  # a fixed order of sums: a pair scores the same alone or in any batch
             z = z + t[:, k]
@@ -299,10 +303,14 @@ class CalibratedJudge:
         pairs left."""
         if not pairs:
             return []
-        table = TextTable(t for a, b, _ in pairs for t in (a, b))
-        ia, ib = table.rows([a for a, _, _ in pairs]), table.rows([b for _, b, _ in pairs])
         cos = np.asarray([c for _, _, c in pairs], dtype=np.float64)
-        same = table.same("claims", _claim_keys, ia, ib, non_empty=True)  # same_claims of every pair
+        table = None
+        if len(pairs) < SMALL_BATCH:
+            same = np.asarray([same_claims(a, b) for a, b, _ in pairs], dtype=bool)
+        else:
+            table = TextTable(t for a, b, _ in pairs for t in (a, b))
+            ia, ib = table.rows([a for a, _, _ in pairs]), table.rows([b for _, b, _ in pairs])
+            same = table.same("claims", _claim_keys, ia, ib, non_empty=True)  # same_claims of every pair
         likely = (cos >= self.duplicate_threshold) | (self.probabilities(pairs, table) >= self.threshold) | same
         out = ((cos >= self._floor) & likely).tolist()
         for k in np.flatnonzero(out).tolist():

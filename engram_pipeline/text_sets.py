@@ -26,6 +26,10 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 import numpy as np
 from scipy.sparse import csr_matrix
 
+# Below this many pairs, set operations pair by pair on the cached per-text sets are cheaper than building the
+# matrices (their fixed cost is about a millisecond): a single ``remember`` checks about 8 pairs.
+SMALL_BATCH = 128
+
 
 class TextTable:
     """The distinct texts of a batch, numbered in first-seen order, with their sets built on first use."""

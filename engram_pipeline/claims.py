@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engram_pipeline import utterances
 from engram_pipeline.lexicon import (
@@ -54,6 +56,7 @@ from engram_pipeline.lexicon import (
     relation_family,
     words,
 )
+from engram_pipeline.text_sets import SMALL_BATCH, TextTable
 from engram_pipeline.utterances import Sentence, split_sentences
 
 __all__ = [
@@ -61,6 +64,7 @@ __all__ = [
     "Contradiction",
     "content_tokens",
     "detect_contradiction",
+    "detect_contradictions",
     "normalise_value",
     "same_value",
     "parse_claims",
@@ -231,6 +235,7 @@ def parse_claims(text: str) -> list[Claim]:
     return [p.claim for p in _parse(text)]
 
 
+@functools.lru_cache(maxsize=65_536)  # a word recurs in many texts
 def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -241,6 +246,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=65_536)  # a token recurs in many texts
 def _is_numeric(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _MONTHS
 
@@ -389,3 +395,43 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
         if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
     ]
     return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None
+
+
+def detect_contradictions(pairs: Sequence[tuple[str, str]]) -> list[Contradiction | None]:
+    """:func:`detect_contradiction` of each ``(a, b)``. From ``SMALL_BATCH`` pairs on, the rules run only on the
+    pairs whose texts share a slot (:func:`contradiction_slots`), found for all pairs at once; every other pair
+    is ``None`` without them.
+
+    >>> [c and c.rule for c in detect_contradictions([("User lives in Berlin", "User lives in Bonn"),
+    ...                                                ("User lives in Berlin", "The meeting is at 3pm")])]
+    ['value_swap', None]
+    """
+    if len(pairs) < SMALL_BATCH:
+        return [detect_contradiction(*pair) for pair in pairs]
+    table = TextTable(t for pair in pairs for t in pair)
+    a, b = table.rows([x for x, _ in pairs]), table.rows([y for _, y in pairs])
+    shared = table.overlap("contradiction_slots", contradiction_slots, a, b)
+    return [detect_contradiction(*pair) if k else None for pair, k in zip(pairs, shared.tolist(), strict=True)]
+
+
+@functools.lru_cache(maxsize=65_536)
+def contradiction_slots(text: str) -> frozenset[tuple[Any, ...]]:
+    """What a text contradicting ``text`` must share with it: :func:`detect_contradiction` fires on ``(a, b)``
+    only if ``contradiction_slots(a) & contradiction_slots(b)``. A claim's slot is its subject, relation family
+    and tense (``_compare`` compares nothing else); a sentence's are its content tokens without negations (the
+    negation rule of ``_sentence_level``) and, when it has numbers, without them (its quantity rule).
+
+    >>> contradiction_slots("User lives in Berlin") & contradiction_slots("I live in Munich") != set()
+    True
+    """
+    slots: set[tuple[Any, ...]] = {
+        ("claim", p.claim.subject, _family(p.claim.relation), p.claim.past) for p in _parse(text)
+    }
+    for sentence in _sentences(text):
+        base, _ = _negation_view(sentence)
+        if len(base) >= 2:
+            slots.add(("negation", base))
+        nums, rest = _split_numbers(sentence)
+        if nums and len(rest) >= 2:
+            slots.add(("quantity", rest))
+    return frozenset(slots)

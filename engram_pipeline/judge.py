@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -46,6 +46,7 @@ from engram_pipeline.claims import _stem, content_tokens, normalise_value, parse
 from engram_pipeline.lexicon import relation_family
 from engram_pipeline.merge_guard import conflict, merge_decision
 from engram_pipeline.settings import Settings
+from engram_pipeline.text_sets import SMALL_BATCH, TextTable
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -126,7 +127,8 @@ FEATURES = (
 
 def features(a: str, b: str, cosine: float) -> list[float]:
     """The pair's features, in :data:`FEATURES` order (cheap: set operations on per-text tokens, cached)."""
-    (ta, sa, ca, na), (tb, sb, cb, nb) = _text(a), _text(b)
+    (ta, sa, na), (tb, sb, nb) = _text(a), _text(b)
+    ca, cb = _trigrams(a), _trigrams(b)
     inter, union = len(ta & tb), len(ta | tb)
     small, large = sorted((len(ta), len(tb)))
     containment = inter / small if small else float(ta == tb)
@@ -147,13 +149,82 @@ def features(a: str, b: str, cosine: float) -> list[float]:
 
 
 @functools.lru_cache(maxsize=65_536)
-def _text(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str], str]:
-    """Content tokens, their stems, character trigrams and the normalised text (a text meets many pairs)."""
+def _text(text: str) -> tuple[frozenset[str], frozenset[str], str]:
+    """Content tokens, their stems and the normalised text (a text meets many pairs)."""
     tokens = content_tokens(text)
-    normalised = normalise_value(text)
-    padded = f" {normalised} "
-    trigrams = frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
-    return tokens, frozenset(_stem(t) for t in tokens), trigrams, normalised
+    return tokens, frozenset(_stem(t) for t in tokens), normalise_value(text)
+
+
+def _padded(text: str) -> str:
+    """The normalised text between two spaces, whose character trigrams are compared."""
+    return f" {_text(text)[2]} "
+
+
+@functools.lru_cache(maxsize=65_536)
+def _trigrams(text: str) -> frozenset[str]:
+    padded = _padded(text)
+    return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
+
+
+def feature_matrix(pairs: Sequence[Pair], table: TextTable | None = None) -> np.ndarray:
+    """:func:`features` of many pairs at once, one row per pair and equal to it bit for bit (the same integer
+    counts, the same float operations), with the set sizes from one sparse product per kind of set
+    (:class:`engram_pipeline.text_sets.TextTable`; pass ``table`` to share its per-text work with other checks)."""
+    if not pairs:
+        return np.zeros((0, len(FEATURES)))
+    table = table or TextTable(t for a, b, _ in pairs for t in (a, b))
+    ia, ib = table.rows([a for a, _, _ in pairs]), table.rows([b for _, b, _ in pairs])
+    cos = np.asarray([c for _, _, c in pairs], dtype=np.float64)
+    (na, nb, inter), stems = (_counts(table, name, of, ia, ib) for name, of in (("tokens", _tokens), ("stems", _stems)))
+    table.char_trigrams("trigrams", _padded)  # from the characters' codes, without a set per text
+    trigrams = _counts(table, "trigrams", _trigrams, ia, ib)
+    small, large = np.minimum(na, nb), np.maximum(na, nb)
+    containment = np.where(small > 0, _ratio(inter, small), (large == 0).astype(np.float64))
+    added = _ratio(na - inter, np.maximum(1, na)), _ratio(nb - inter, np.maximum(1, nb))
+    log_small = np.asarray([math.log1p(k) for k in range(int(small.max()) + 1)])[small]  # math's, as features
+    return np.column_stack(
+        [
+            cos,
+            containment,
+            *(_jaccard(*counts) for counts in ((na, nb, inter), stems, trigrams)),
+            np.where(large > 0, _ratio(small, large), 1.0),
+            np.maximum(*added),
+            np.minimum(*added),
+            log_small,
+            table.same("normalised", _normalised, ia, ib).astype(np.float64),
+            cos * containment,
+        ]
+    )
+
+
+def _counts(
+    table: TextTable, name: str, of: Callable[[str], frozenset[str]], ia: np.ndarray, ib: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Sizes of both sides' sets ``of(text)`` and of their intersection."""
+    sizes = table.sizes(name, of)
+    return sizes[ia], sizes[ib], table.overlap(name, of, ia, ib)
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return _text(text)[0]
+
+
+def _stems(text: str) -> frozenset[str]:
+    return _text(text)[1]
+
+
+def _normalised(text: str) -> str:
+    return _text(text)[2]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` where ``den`` is not 0 (elsewhere 0; callers choose what stands there)."""
+    return np.divide(num, den, out=np.zeros(len(num)), where=den > 0)
+
+
+def _jaccard(na: np.ndarray, nb: np.ndarray, inter: np.ndarray) -> np.ndarray:
+    union = na + nb - inter
+    return np.where(union > 0, _ratio(inter, union), 1.0)
 
 
 def same_claims(a: str, b: str) -> bool:
@@ -211,24 +282,40 @@ class CalibratedJudge:
     def floor(self) -> float:
         return self._floor
 
-    def probabilities(self, pairs: Sequence[Pair]) -> np.ndarray:
+    def probabilities(self, pairs: Sequence[Pair], table: TextTable | None = None) -> np.ndarray:
         """P(same fact) for each pair, ignoring the vetoes and the floor."""
         if not pairs:
             return np.zeros(0)
-        x = np.asarray([features(a, b, c) for a, b, c in pairs], dtype=np.float64)
-        z = ((x - self._mean) / self._scale) @ self._w + self._b
+        if len(pairs) < SMALL_BATCH and table is None:
+            x = np.asarray([features(a, b, c) for a, b, c in pairs], dtype=np.float64)  # the same numbers
+        else:
+            x = feature_matrix(pairs, table)
+        t = (x - self._mean) / self._scale * self._w
+        z = np.full(len(pairs), self._b)
+        for k in range(t.shape[1]):  # a fixed order of sums: a pair scores the same alone or in any batch
+            z = z + t[:, k]
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
     def merges(self, pairs: Sequence[Pair]) -> list[bool]:
         """``[v.merge for v in self.judge(pairs)]``, without the hard vetoes of the pairs that would not merge
-        anyway (a veto only turns a merge into a contradiction): the write path's question, cheaper."""
-        p = self.probabilities(pairs)
-        return [
-            cos >= self._floor
-            and (cos >= self.duplicate_threshold or prob >= self.threshold or same_claims(a, b))
-            and conflict(a, b) is None
-            for (a, b, cos), prob in zip(pairs, p.tolist(), strict=True)
-        ]
+        anyway (a veto only turns a merge into a contradiction): the write path's question, cheaper. The
+        features, the probabilities and the same-claims test run for all pairs at once, the vetoes on the few
+        pairs left."""
+        if not pairs:
+            return []
+        cos = np.asarray([c for _, _, c in pairs], dtype=np.float64)
+        table = None
+        if len(pairs) < SMALL_BATCH:
+            same = np.asarray([same_claims(a, b) for a, b, _ in pairs], dtype=bool)
+        else:
+            table = TextTable(t for a, b, _ in pairs for t in (a, b))
+            ia, ib = table.rows([a for a, _, _ in pairs]), table.rows([b for _, b, _ in pairs])
+            same = table.same("claims", _claim_keys, ia, ib, non_empty=True)  # same_claims of every pair
+        likely = (cos >= self.duplicate_threshold) | (self.probabilities(pairs, table) >= self.threshold) | same
+        out = ((cos >= self._floor) & likely).tolist()
+        for k in np.flatnonzero(out).tolist():
+            out[k] = conflict(pairs[k][0], pairs[k][1]) is None
+        return out
 
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
         out = []
@@ -293,10 +380,27 @@ def get_judge(store: MemoryStore) -> Judge:
 
 def is_same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple[str, str] | None = None) -> bool:
     """``same_fact(...).merge``, skipping the vetoes of a pair the calibrated judge would not merge anyway."""
+    return are_same_facts(store, [(a, b, cosine)], [kinds])[0]
+
+
+def are_same_facts(store: MemoryStore, pairs: Sequence[Pair], kinds: Sequence[tuple[str, str] | None]) -> list[bool]:
+    """:func:`is_same_fact` of each pair (with its rows' ``kinds``): the pairs the calibrated judge decides are
+    judged in one :meth:`CalibratedJudge.merges` call."""
     judge = get_judge(store)
-    if isinstance(judge, CalibratedJudge) and not (kinds is not None and (kinds[0] != kinds[1] or "episodic" in kinds)):
-        return judge.merges([(a, b, cosine)])[0]
-    return same_fact(store, a, b, cosine, kinds=kinds).merge
+    out = [False] * len(pairs)
+    batch = [k for k, kind in enumerate(kinds) if isinstance(judge, CalibratedJudge) and not _kinds_apart(kind)]
+    if isinstance(judge, CalibratedJudge):
+        for k, merge in zip(batch, judge.merges([pairs[k] for k in batch]), strict=True):
+            out[k] = merge
+    for k in sorted(set(range(len(pairs))) - set(batch)):
+        out[k] = same_fact(store, *pairs[k], kinds=kinds[k]).merge
+    return out
+
+
+def _kinds_apart(kinds: tuple[str, str] | None) -> bool:
+    """Rows the judge does not decide between: two kinds, or an episode (two similar episodes are two
+    occurrences)."""
+    return kinds is not None and (kinds[0] != kinds[1] or "episodic" in kinds)
 
 
 def same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple[str, str] | None = None) -> Verdict:
@@ -306,7 +410,7 @@ def same_fact(store: MemoryStore, a: str, b: str, cosine: float, *, kinds: tuple
     that are not episodes (two similar episodes are two occurrences); other pairs collapse only at or above
     ``MEMORY_DUPLICATE_THRESHOLD`` without a veto, as before the judge.
     """
-    if kinds is not None and (kinds[0] != kinds[1] or "episodic" in kinds):
+    if kinds is not None and _kinds_apart(kinds):
         s = store.settings
         if cosine >= s.duplicate_threshold and conflict(a, b) is None:
             return Verdict("duplicate", cosine, f"duplicate ({cosine:.3f} >= {s.duplicate_threshold})")

@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_pipeline.model import Memory
+from engram_pipeline.store.write_checks import decide_many, near_cosine
 from engram_pipeline.store.write_path import (
     NEIGHBOURS,
-    _judge,
-    _near,
     _neighbours_of,
     apply_contradictions,
     collapse_many,
     insert_new,
+    stored_columns,
 )
-from engram_pipeline.visibility import is_visible
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -67,31 +67,29 @@ def write_checked(
     if not any(checked):
         inserted = insert_new(store, rows, checked_at=checked_at) if rows else []
         return BulkWrite(tuple(inserted), len(rows) - len(inserted), 0, 0)
-    stored = _neighbours_of(store, [(i, r) for i, r in enumerate(rows) if checked[i]])
-    earlier = _earlier_near(rows, _near(store))
+    todo = [i for i in range(len(rows)) if checked[i]]
+    near = near_cosine(store)
+    unit = _unit(np.asarray([r["vector"] for r in rows], dtype=np.float32))  # the batch's vectors, read once
+    pools = _Pools(rows, unit, _stored_near(store, rows, unit, todo, near), near)
+    # Decided for all rows at once on the pools they have if every earlier row stays and shows (most batches);
+    # a row whose candidates an earlier decision removed (a collapse, a superseded row) is decided again.
+    decided = dict(zip(todo, decide_many(store, [(rows[i], pools.top(i)) for i in todo]), strict=True))
     supersede = store.settings.contradiction_policy == "supersede"
     kept = [True] * len(rows)
-    hidden: set[str] = set()
     merges: list[tuple[Memory, Memory, float]] = []
     found: list[tuple[Memory, Memory, Any]] = []
-    for i, row in enumerate(rows):
-        if not checked[i]:
-            continue
-        pool = [n for n in stored.get(i, []) if n["id"] not in hidden]
-        pool += [
-            {**rows[j], "_similarity": cos}
-            for j, cos in earlier[i]
-            if kept[j] and is_visible(rows[j]) and rows[j]["id"] not in hidden
-        ]
-        pool.sort(key=lambda n: -n["_similarity"])
-        same, hits = _judge(store, row, pool[:NEIGHBOURS])
+    for i in todo:
+        row = rows[i]
+        same, hits = decided[i] if not pools.touched(i) else decide_many(store, [(row, pools.top(i))])[0]
         if same is not None:
             kept[i] = False
+            pools.remove(row["id"])
             merges.append((same, row, float(same["_similarity"])))
             continue
         found += [(row, n, hit) for n, hit in hits]
         if supersede:
-            hidden.update(n["id"] for n, _ in hits)
+            for n, _ in hits:
+                pools.remove(n["id"])
     new = [r for r, keep in zip(rows, kept, strict=True) if keep]
     inserted = insert_new(store, new, checked_at=checked_at) if new else []
     # A row a concurrent writer stored first is that writer's row: what it decided stands, not ours.
@@ -105,21 +103,122 @@ def write_checked(
     return BulkWrite(tuple(inserted), len(new) - len(inserted), len(merges), len(found))
 
 
-def _earlier_near(rows: Sequence[Memory], near: float) -> list[list[tuple[int, float]]]:
-    """For each row, the earlier rows of its agent in ``rows`` at cosine ``near`` or above, with the cosine."""
-    out: list[list[tuple[int, float]]] = [[] for _ in rows]
+class _Pools:
+    """Each row's candidates: its stored neighbours (read before the batch) and the earlier rows of its agent in
+    the batch at the near cosine or above that are visible, nearest first (ties: stored rows, then earlier
+    rows in order); rows removed by a decision (folded into another, or superseded) leave every pool."""
+
+    def __init__(
+        self, rows: Sequence[Memory], unit: np.ndarray, stored: Mapping[int, list[Memory]], near: float
+    ) -> None:
+        self.rows, self.stored = rows, stored
+        self.earlier = _earlier_near(rows, unit, near)
+        self.shown = np.fromiter((is_visible(r) for r in rows), dtype=bool, count=len(rows))
+        self.position = {r["id"]: i for i, r in enumerate(rows)}
+        self.removed: set[str] = set()
+        self.dropped = np.zeros(len(rows), dtype=bool)  # the rows of ``removed`` that are in the batch
+
+    def remove(self, memory_id: str) -> None:
+        self.removed.add(memory_id)
+        if memory_id in self.position:
+            self.dropped[self.position[memory_id]] = True
+
+    def touched(self, i: int) -> bool:
+        """Whether a removal changed row ``i``'s candidates since the batch began."""
+        if not self.removed:
+            return False
+        index, _ = self.earlier[i]
+        return bool(self.dropped[index].any()) or any(n["id"] in self.removed for n in self.stored.get(i, []))
+
+    def top(self, i: int) -> list[Memory]:
+        """Row ``i``'s nearest ``NEIGHBOURS`` candidates now, each with ``_similarity``."""
+        stored = [n for n in self.stored.get(i, []) if n["id"] not in self.removed]
+        index, cos = self.earlier[i]
+        show = self.shown[index] & ~self.dropped[index]
+        index, cos = index[show], cos[show]
+        sims = np.concatenate([np.asarray([n["_similarity"] for n in stored], dtype=np.float64), cos])
+        order = np.argsort(-sims, kind="stable")[:NEIGHBOURS].tolist()
+        return [
+            stored[k] if k < len(stored) else {**self.rows[int(index[k - len(stored)])], "_similarity": float(sims[k])}
+            for k in order
+        ]
+
+
+def _stored_near(
+    store: MemoryStore, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
+) -> dict[int, list[Memory]]:
+    """The store's nearest visible rows of each row ``rows[i]`` of ``todo`` (``unit``: the rows' vectors at unit
+    length) at cosine ``near`` or above (the candidates
+    below it never act: :func:`.write_checks.decide_many`), as ``remember`` reads them (``_neighbours_of``).
+
+    An agent whose table has no vector index is searched by an exact scan either way: here by one read of its
+    visible vectors and one matrix product for all its rows of the batch (the within-batch product's cosines),
+    not by one scan per row; only the rows that are candidates are read whole.
+    """
+    by_agent: dict[str, list[tuple[int, Memory]]] = {}
+    for i in todo:
+        by_agent.setdefault(rows[i]["agent_id"], []).append((i, rows[i]))
+    out: dict[int, list[Memory]] = {}
+    hits: list[tuple[int, str, float]] = []
+    for agent_id, group in by_agent.items():
+        if any(idx.columns[0] == "vector" for idx in store.shard_for(agent_id).memories.list_indices()):
+            found = _neighbours_of(store, group)
+            out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in group)
+            continue
+        table = store.scan(agent_id, columns=["id", "vector"], where=VISIBLE_SQL)
+        if not table.num_rows:
+            continue
+        ids = table["id"].to_pylist()
+        vecs = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
+        queries = unit[[i for i, _ in group]]
+        step = max(1, 2**24 // len(ids))  # bounds the block of cosines in memory
+        k = min(NEIGHBOURS, len(ids))
+        for start in range(0, len(group), step):
+            block = queries[start : start + step] @ vecs.T
+            top = (
+                np.argpartition(-block, k - 1, axis=1)[:, :k]
+                if k < len(ids)
+                else np.tile(np.arange(k), (len(block), 1))
+            )
+            cos = np.take_along_axis(block, top, axis=1)
+            order = np.argsort(-cos, axis=1, kind="stable")  # nearest first
+            top, cos = np.take_along_axis(top, order, axis=1), np.take_along_axis(cos, order, axis=1)
+            for x, y in zip(*np.nonzero(cos >= near), strict=True):
+                hits.append((group[start + int(x)][0], ids[int(top[x, y])], float(cos[x, y])))
+    full = (
+        {r["id"]: r for r in store.get_many(list({h[1] for h in hits}), columns=stored_columns(store))} if hits else {}
+    )
+    for i, memory_id, similarity in hits:
+        out.setdefault(i, []).append({**full[memory_id], "_similarity": similarity})
+    return out
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, in float32 (as the within-batch product)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
+
+
+def _earlier_near(rows: Sequence[Memory], unit: np.ndarray, near: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each row, the earlier rows of its agent in ``rows`` at cosine ``near`` or above (their indices in
+    order, and the cosines; ``unit``: the rows' vectors at unit length)."""
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    out: list[tuple[np.ndarray, np.ndarray]] = [none] * len(rows)
     by_agent: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_agent.setdefault(r["agent_id"], []).append(i)
-    for index in by_agent.values():
-        if len(index) < 2:
+    for members in by_agent.values():
+        if len(members) < 2:
             continue
-        vecs = np.asarray([rows[i]["vector"] for i in index], dtype=np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
-        for start in range(0, len(index), _CHUNK):
+        index = np.asarray(members, dtype=np.int64)
+        vecs = unit[index]
+        for start in range(0, len(members), _CHUNK):
             block = vecs[start : start + _CHUNK] @ vecs[: start + _CHUNK].T
-            a, b = np.nonzero(block >= near)
-            for x, y in zip(a.tolist(), b.tolist(), strict=True):
-                if y < start + x:  # an earlier row only
-                    out[index[start + x]].append((index[y], float(block[x, y])))
+            # an earlier row only: column y < start + x
+            earlier = np.arange(block.shape[1])[None, :] < (start + np.arange(block.shape[0]))[:, None]
+            a, b = np.nonzero((block >= near) & earlier)
+            cuts = np.searchsorted(a, np.arange(block.shape[0] + 1))
+            for x in range(block.shape[0]):
+                ys = b[cuts[x] : cuts[x + 1]]
+                out[members[start + x]] = (index[ys], block[x, ys].astype(np.float64))
     return out

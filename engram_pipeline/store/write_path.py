@@ -28,11 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engram_pipeline.claims import detect_contradiction
-from engram_pipeline.judge import get_judge, is_same_fact
 from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
-from engram_pipeline.similarity.bands import contradiction_bands, in_bands
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.errors import MemoryNotFound
@@ -40,6 +37,7 @@ from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
 from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
@@ -54,7 +52,8 @@ CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
 
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
-    """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity``."""
+    """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity`` (without their
+    vectors: :func:`stored_columns`)."""
     return many_visible_neighbours(store, agent_id, [vector], k)[0]
 
 
@@ -83,6 +82,12 @@ async def _many_visible_neighbours(
     return out
 
 
+def stored_columns(store: MemoryStore) -> list[str]:
+    """The columns a write's checks read of a stored neighbour: all but its vector (the cosine is computed,
+    and a neighbour's vector is several times the rest of the row to read)."""
+    return [f.name for f in store.memory_schema if f.name != "vector"]
+
+
 Item = tuple[Memory, str]
 """A write handed to the group commit: the new row (with its vector) and the actor writing it."""
 
@@ -107,9 +112,13 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
     versions, stored, neighbours = _first_reads(store, [row for row, _ in items])
-    pending = _Pending(store, _near(store), versions)
+    pending = _Pending(store, near_cosine(store), versions)
     first: dict[str, int] = {}
     same_as: dict[int, int] = {}
+    # The decisions on the neighbours read, for every row to check in one call (dropped with the neighbours
+    # after a commit of the batch).
+    checked = {i: n for i, n in neighbours.items() if items[i][0]["content_hash"] not in stored}
+    decisions = dict(zip(checked, decide_many(store, [(items[i][0], n) for i, n in checked.items()]), strict=True))
     for i, (row, actor) in enumerate(items):
         digest = row["content_hash"]
         if digest in stored:
@@ -123,7 +132,8 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
             if pending.near(row):
                 pending.flush(out)
                 neighbours.clear()
-            decided = _check(store, row, actor=actor, neighbours=neighbours.get(i))
+                decisions.clear()
+            decided = _check(store, row, actor=actor, neighbours=neighbours.get(i), decided=decisions.get(i))
         except Exception as exc:
             out[i] = exc
             continue
@@ -216,16 +226,6 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mappin
     return [r["id"] for r in rows if r["id"] in kept]
 
 
-def _near(store: MemoryStore) -> float:
-    """The lowest cosine at which a pair of rows matters to a write: the judge's floor, or the contradiction
-    band's start, or the duplicate threshold."""
-    s = store.settings
-    return min(get_judge(store).floor, s.contradiction_threshold, s.duplicate_threshold)
-
-
-Found = list[tuple[Memory, Any]]
-
-
 def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
     """The visible neighbours of each ``(index, row)``, one query per agent (the queries run at once)."""
     return one_trip.run(_neighbours(store, rows))
@@ -248,47 +248,31 @@ async def _neighbours(
 
 
 def _check(
-    store: MemoryStore, row: Memory, *, actor: str, neighbours: list[Memory] | None = None
+    store: MemoryStore,
+    row: Memory,
+    *,
+    actor: str,
+    neighbours: list[Memory] | None = None,
+    decided: tuple[Memory | None, Found] | None = None,
 ) -> RememberResult | Found:
-    """The checks of one new row against the store (its ``neighbours`` if already read): the result when it
-    needs no insert (a racing writer's exact duplicate, or a near duplicate it collapsed into), else the
-    contradictions to record once inserted."""
+    """The checks of one new row against the store (its ``neighbours`` and the decision on them if already
+    made): the result when it needs no insert (a racing writer's exact duplicate, or a near duplicate it
+    collapsed into), else the contradictions to record once inserted."""
     if neighbours is None:
-        neighbours = visible_neighbours(store, row["agent_id"], row["vector"])
+        neighbours, decided = visible_neighbours(store, row["agent_id"], row["vector"]), None
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
         # The same content, committed by a racing writer since the exact check: the row that stays, untouched.
         existing = store._by_hash(row["agent_id"], row["content_hash"])
         if existing is not None:
             return RememberResult(existing, "exact_duplicate")
-    same, found = _judge(store, row, neighbours)
+    same, found = _judge(store, row, neighbours) if decided is None else decided
     return found if same is None else _collapse(store, same, row, actor=actor)
 
 
 def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
     """Of ``neighbours`` (with ``_similarity``), the first the judge calls the same fact as ``row``; failing
-    that, those the contradiction rules find ``row`` contradicts."""
-    s = store.settings
-    # Below this cosine neither the judge nor the contradiction band acts (judge.py: "below the floor a pair
-    # is distinct"): the pairs under it are not worth judging.
-    floor = _near(store)
-    neighbours = [n for n in neighbours if n["_similarity"] >= floor]
-    for n in neighbours:
-        # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction,
-        # negation, numbers, ...) keep a near-identical sentence that says something else from being lost.
-        if is_same_fact(store, n["content"], row["content"], n["_similarity"], kinds=(n["kind"], row["kind"])):
-            return n, []
-    found = []
-    bands = contradiction_bands(s)
-    for n in neighbours:
-        sim = n["_similarity"]
-        # A vetoed duplicate is checked too: an embedder can score "lives in Berlin" / "lives in Munich"
-        # above the duplicate threshold, and that contradiction must not go unrecorded.
-        if not in_bands(sim, bands):
-            continue
-        hit = detect_contradiction(row["content"], n["content"])
-        if hit is not None:
-            found.append((n, hit))
-    return None, found
+    that, those the contradiction rules find ``row`` contradicts (:func:`.write_checks.decide_many`)."""
+    return decide_many(store, [(row, neighbours)])[0]
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ per-agent health chart stays on ``memory_health``.
 
 from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, MaterializeResult, PartitionsDefinition, asset
 
-from assets._report import sweep_metadata, timed
+from assets._report import run_id_of, sweep_metadata, timed
 from assets.partitions import PASS_RETRY, shards
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.sweep import sweep
@@ -83,7 +83,7 @@ def shard_sweep(name: str, partitions_def: PartitionsDefinition) -> AssetsDefini
     def _sweep(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
         store = engram.open()
         agents = store.agents_in_shard(int(context.partition_key))
-        report, seconds = timed(sweep, store, pass_name, agents, run_id=context.run_id)
+        report, seconds = timed(sweep, store, pass_name, agents, run_id=run_id_of(context))
         return MaterializeResult(
             metadata=sweep_metadata(f"{title}, shard {context.partition_key}", report, duration_s=seconds)
         )

@@ -23,10 +23,38 @@ from engram_pipeline.settings import Settings
 from tests.lib.test_judge_merges import TEXTS
 
 STS = Path(__file__).resolve().parents[2] / "bench" / "data" / "sts"
-WORDS = (
-    "build lockfile deploy travel flight hotel refund login session cookie paper protein search editor python "
-    "berlin munich meeting invoice export timeout docker disk test ci release branch review customer plan"
-).split()
+WORDS = [
+    "build",
+    "lockfile",
+    "deploy",
+    "travel",
+    "flight",
+    "hotel",
+    "refund",
+    "login",
+    "session",
+    "cookie",
+    "paper",
+    "protein",
+    "search",
+    "editor",
+    "python",
+    "berlin",
+    "munich",
+    "meeting",
+    "invoice",
+    "export",
+    "timeout",
+    "docker",
+    "disk",
+    "test",
+    "ci",
+    "release",
+    "branch",
+    "review",
+    "customer",
+    "plan",
+]
 CLAIMS = [
     "User lives in {city}", "I live in {city}", "User no longer lives in {city}", "User works at {org}",
     "The user prefers {tool} for {task}", "User hates {tool}", "User uses {tool}", "User does not use {tool}",

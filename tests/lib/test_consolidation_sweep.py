@@ -7,13 +7,11 @@ and a sweep killed in any commit window resumes to the same end state."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
 import signal
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from store_procs import fork_worker
+from test_sweep import commits, counts
 
 from engram_pipeline.lifecycle._derived import visible_rows, write_derived
 from engram_pipeline.lifecycle.beliefs import plan_beliefs
@@ -131,22 +130,6 @@ def snapshot(store: MemoryStore) -> dict[str, Any]:
         for e in store.audit_for_agent(agent).to_pylist()
     )
     return {"rows": rows, "links": links, "events": events}
-
-
-def counts(report: Any) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(report).items() if k != "cursor"}
-
-
-def commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = store.table_versions()
-    run()
-    after = store.table_versions()
-    out: dict[str, int] = {}  # by table, every shard's summed
-    for name in before:
-        if after[name] != before[name]:
-            base = re.sub(r"_s\d+of\d+$", "", name)
-            out[base] = out.get(base, 0) + after[name] - before[name]
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ from engram_pipeline.lexicon import (
     relation_family,
     words,
 )
-from engram_pipeline.text_sets import SMALL_BATCH, TextTable
+from engram_pipeline.text_sets import SMALL_BATCH, TEXT_CACHE_SIZE, TextTable
 from engram_pipeline.utterances import Sentence, split_sentences
 
 __all__ = [
@@ -136,7 +136,7 @@ class _Parsed:
     adverb: str | None  # "always" / "never"
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _expand(sentence: str) -> str:
     s = sentence.lower().replace("\u2019", "'").replace("can't", "can not").replace("won't", "will not")
     s = re.sub(r"n't\b", " not", s)
@@ -149,14 +149,14 @@ def _strip_determiners(s: str) -> str:
     return " ".join(words)
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def normalise_value(s: str) -> str:
     """Lowercase, drop determiners, collapse whitespace, strip quotes and trailing punctuation."""
     s = _strip_determiners(_expand(s).strip("\"'`"))
     return s.rstrip(".,;:!?\"')`").lstrip("\"'(`").strip()
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def content_tokens(s: str) -> frozenset[str]:
     """Lowercase words of ``s`` minus a small stopword list (negations and numbers are kept)."""
     words = (w.rstrip(".-'/:") for w in _TOKEN.findall(_expand(s)))
@@ -215,7 +215,7 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
 
 
 # Cached: a pass compares each text with several neighbours (the merge judge's candidates, say).
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _parse(text: str) -> tuple[_Parsed, ...]:
     """Claims of ``text`` read the way agents write episodes (:mod:`engram_pipeline.utterances`: context
     prefixes dropped, speakers and reported speech resolved, hedges and tense kept as marks)."""
@@ -235,7 +235,7 @@ def parse_claims(text: str) -> list[Claim]:
     return [p.claim for p in _parse(text)]
 
 
-@functools.lru_cache(maxsize=65_536)  # a word recurs in many texts
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)  # a word recurs in many texts
 def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -246,12 +246,12 @@ def _stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=65_536)  # a token recurs in many texts
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)  # a token recurs in many texts
 def _is_numeric(token: str) -> bool:
     return bool(_NUMBER.fullmatch(token)) or token in _MONTHS
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _split_numbers(s: str) -> tuple[frozenset[str], frozenset[str]]:
     """(numbers, dates and months; the other content tokens, stemmed)."""
     tokens = content_tokens(s)
@@ -330,7 +330,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
 _QUALIFIER = re.compile(r"\b(?:for|in|on|at|with|when|during|while)\b(.+)$")
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _qualifier(value: str) -> frozenset[str]:
     """The content tokens of a value's trailing qualifier ("dark mode *in the editor*"), if it has one."""
     m = _QUALIFIER.search(value)
@@ -358,7 +358,7 @@ _NEGATION_MARKS = frozenset({"not", "never", "no"})
 _AUXILIARIES = frozenset({"does", "do", "did", "has", "have", "had"})
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _negation_view(sentence: str) -> tuple[frozenset[str], bool]:
     """A sentence's stemmed content tokens without negations and auxiliaries, and whether it negates."""
     tokens = content_tokens(re.sub(r"\bno longer\b", "not", _expand(sentence)))
@@ -366,7 +366,7 @@ def _negation_view(sentence: str) -> tuple[frozenset[str], bool]:
 
 
 # Cached: a text meets several neighbours on each write (split_sentences returns a fresh list each time).
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _sentences(text: str) -> tuple[str, ...]:
     return tuple(split_sentences(text))
 
@@ -414,7 +414,7 @@ def detect_contradictions(pairs: Sequence[tuple[str, str]]) -> list[Contradictio
     return [detect_contradiction(*pair) if k else None for pair, k in zip(pairs, shared.tolist(), strict=True)]
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def contradiction_slots(text: str) -> frozenset[tuple[Any, ...]]:
     """What a text contradicting ``text`` must share with it: :func:`detect_contradiction` fires on ``(a, b)``
     only if ``contradiction_slots(a) & contradiction_slots(b)``. A claim's slot is its subject, relation family

@@ -46,7 +46,7 @@ from engram_pipeline.claims import _stem, content_tokens, normalise_value, parse
 from engram_pipeline.lexicon import relation_family
 from engram_pipeline.merge_guard import conflict, merge_decision
 from engram_pipeline.settings import Settings
-from engram_pipeline.text_sets import SMALL_BATCH, TextTable
+from engram_pipeline.text_sets import SMALL_BATCH, TEXT_CACHE_SIZE, TextTable
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -148,7 +148,7 @@ def features(a: str, b: str, cosine: float) -> list[float]:
     ]
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _text(text: str) -> tuple[frozenset[str], frozenset[str], str]:
     """Content tokens, their stems and the normalised text (a text meets many pairs)."""
     tokens = content_tokens(text)
@@ -160,7 +160,7 @@ def _padded(text: str) -> str:
     return f" {_text(text)[2]} "
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _trigrams(text: str) -> frozenset[str]:
     padded = _padded(text)
     return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
@@ -242,7 +242,7 @@ def same_claims(a: str, b: str) -> bool:
     return bool(ka) and ka == kb
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _claim_keys(text: str) -> frozenset[tuple[Any, ...]]:
     keys: set[tuple[Any, ...]] = set()
     for c in parse_claims(text):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from engram_pipeline.claims import content_tokens, detect_contradiction
 from engram_pipeline.lexicon import MONTHS, NUMBER_WORDS, WEEKDAYS, words
 from engram_pipeline.settings import Settings
+from engram_pipeline.text_sets import TEXT_CACHE_SIZE
 
 # Share of the smaller side's content tokens the other side must contain. At the shipped merge thresholds
 # it barely moves precision or recall on STS (bench/calibrate_thresholds.py prints the sweep 0.0-0.7);
@@ -134,14 +135,14 @@ def containment(a: str, b: str) -> float:
     return len(ta & tb) / min(len(ta), len(tb))
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def negations(text: str) -> tuple[str, ...]:
     """Every negation of ``text`` in order ("not", "never", "n't", ...): a second one can undo the first."""
     tokens = _TOKEN.findall(_fold(text))
     return tuple("n't" if t.endswith("n't") else t for t in tokens if t in _NEGATIONS or t.endswith("n't"))
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def values(text: str) -> frozenset[str]:
     """Numbers (digits or words, thousands separators dropped), months and weekdays of ``text``.
 
@@ -158,7 +159,7 @@ def values(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _words(text: str) -> frozenset[str]:
     return frozenset(_TOKEN.findall(_fold(text)))
 

@@ -29,6 +29,13 @@ from scipy.sparse import csr_matrix
 # Below this many pairs, set operations pair by pair on the cached per-text sets are cheaper than building the
 # matrices (their fixed cost is about a millisecond): a single ``remember`` checks about 8 pairs.
 SMALL_BATCH = 128
+# Entries of each per-text cache (the scalar rules' ``functools.lru_cache``: tokens, parses, claims, ...). A shard
+# sweep reads every text of its agents and several stages (promotion's duplicates, contradictions, the merge
+# judge, consolidation) derive the same per-text values again, far apart in time. An LRU cache smaller than the
+# sweep's texts keeps none of them between stages, so its cost per agent grew with the shard: at 65,536 entries,
+# 2.3 parses per row at 2,500 agents x 100 memories against 0.8 at 250 (bench/profile_sweep.py). This holds the
+# texts of one shard of 10,000 agents over 4 shards (250,000 rows) and their sentences, with room to spare.
+TEXT_CACHE_SIZE = 1 << 19
 
 
 class TextTable:

@@ -93,7 +93,7 @@ class Cursors:
         free lease only when no twin is held, so the held text, if any, is the holder.
         """
         cond = eq("key", LEASE_PREFIX + key)
-        rows = self.table.search().where(cond).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        rows = self._texts(cond)
         if not rows:
             row = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "cursor": None}
             table = rows_to_table([{**row, "updated_at": utcnow()}], CURSOR_SCHEMA)
@@ -127,5 +127,8 @@ class Cursors:
         return True
 
     def _holders(self, rows: str) -> frozenset[str]:
-        found = self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
-        return frozenset(h for h in found if h is not None)
+        return frozenset(h for h in self._texts(rows) if h is not None)
+
+    def _texts(self, rows: str) -> list[str | None]:
+        """The ``cursor`` text of every row matching ``rows`` (a lease key's rows, twins included)."""
+        return self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()

@@ -70,6 +70,7 @@ _NORM_TOLERANCE = 1e-3
 _KMEANS_ITERATIONS = 8
 _KMEANS_SAMPLE_PER_CENTROID = 48
 _KMEANS_MIN_SAMPLE = 16_384
+_SCORE_SLACK = 1e-5  # how far under the floor a float32 tile may put a pair that reaches it (see _rescored)
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -162,11 +163,10 @@ def _exact_pairs(x: np.ndarray, floor: float, block: int) -> _Pairs:
     for i0 in range(0, n, block):
         a = x[i0 : i0 + block]
         for j0 in range(i0, n, block):
-            s = a @ x[j0 : j0 + block].T
-            r, c = _hits(s, floor)
+            r, c = _hits(a @ x[j0 : j0 + block].T, floor)
             gi, gj = r + i0, c + j0
             keep = gi < gj
-            out.append((gi[keep], gj[keep], s[r[keep], c[keep]]))
+            out.append(_rescored(x, gi[keep], gj[keep], floor))
     return _concat(out)
 
 
@@ -206,20 +206,34 @@ def _tile_hits(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, floor: float, 
         b = x[c_idx]
         for r0 in range(0, rows.size, block):
             r_idx = rows[r0 : r0 + block]
-            s = x[r_idx] @ b.T
-            r, c = _hits(s, floor)
+            r, c = _hits(x[r_idx] @ b.T, floor)
             gi, gj = r_idx[r], c_idx[c]
             keep = gi != gj
             gi, gj = gi[keep], gj[keep]
-            yield np.minimum(gi, gj), np.maximum(gi, gj), s[r[keep], c[keep]]
+            yield _rescored(x, np.minimum(gi, gj), np.maximum(gi, gj), floor)
 
 
 def _hits(s: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
-    """``np.nonzero(s >= floor)`` for a sparse result: scanning only rows with a hit is ~10x faster."""
-    mask = s >= floor
+    """``np.nonzero(s >= floor - _SCORE_SLACK)`` for a sparse result: scanning only rows with a hit is ~10x
+    faster. The slack keeps every pair a float32 product may put a hair under the floor; :func:`_rescored`
+    decides."""
+    mask = s >= floor - _SCORE_SLACK
     rows = np.flatnonzero(mask.any(axis=1))
     r, c = np.nonzero(mask[rows])
     return rows[r], c
+
+
+def _rescored(x: np.ndarray, i: np.ndarray, j: np.ndarray, floor: float) -> _Pairs:
+    """The pairs ``(i, j)`` whose cosine, recomputed pair by pair in float64, reaches ``floor``, with it.
+
+    A tile's float32 product rounds differently with the tile's shape and the machine's BLAS kernel, so the
+    same pair scored from tiles of other sizes (an agent with a few more rows, a resumed run) could differ in
+    the last bits and, rounded, in the stored score. One dot product per pair, in float64, gives every pair
+    the same score however it was found; the cost is small against the tile (``d`` multiply-adds per hit,
+    against ``d`` per cell)."""
+    s = np.einsum("ij,ij->i", x[i], x[j], dtype=np.float64)
+    keep = s >= floor
+    return i[keep], j[keep], s[keep].astype(np.float32)
 
 
 def _nearest(x: np.ndarray, centroids: np.ndarray, m: int, block: int) -> np.ndarray:

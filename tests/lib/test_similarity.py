@@ -146,3 +146,26 @@ def test_components() -> None:
     assert components(pairs, 0.85) == [["a", "b", "c"], ["d", "e", "f"]]
     assert components(pairs, 0.85, 0.97) == [["a", "b", "c"]]
     assert components(pairs, 0.995) == []
+
+
+def test_a_pairs_score_does_not_depend_on_the_tiles_that_found_it() -> None:
+    # A float32 matrix product rounds differently with its shape (and the machine's BLAS kernel); a stored,
+    # rounded score must not change because an agent has a few more rows or a resumed run tiles differently.
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((60, 384)).astype(np.float32)
+    near = base + 0.15 * rng.standard_normal(base.shape).astype(np.float32)
+    v = np.vstack([base, near])
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    ids = [str(i) for i in range(len(v))]
+    runs = [neighbour_graph(ids, v, floor=0.5, block_size=b).to_pylist() for b in (1, 7, 4096)]
+    blocked = neighbour_graph(ids, v, floor=0.5, exact_max_rows=10, partitions=4, probes=3).to_pylist()
+    assert len(runs[0]) >= 60
+    assert runs[0] == runs[1] == runs[2]
+    assert {(e["src_id"], e["dst_id"]): e["score"] for e in blocked}.items() <= {
+        (e["src_id"], e["dst_id"]): e["score"] for e in runs[0]
+    }.items()
+    exact = {
+        (e["src_id"], e["dst_id"]): float(np.float32(v[int(e["src_id"])].astype(np.float64) @ v[int(e["dst_id"])]))
+        for e in runs[0]
+    }
+    assert {(e["src_id"], e["dst_id"]): e["score"] for e in runs[0]} == exact

@@ -12,7 +12,9 @@ distinct sentence of random words (``bench_store.texts``); a fifth are short-ter
 Measured in one run, for each agent count:
 (a) the shard sweeps: ``sweep(store, "pipeline", store.agents_in_shard(k))`` for every shard ``k`` of the
     store (``--shards``, default ``ENGRAM_SHARDS``), at one ``now``; wall time and commits
-    (``store.table_versions()`` before and after, summed over the tables);
+    (``store.table_versions()`` before and after, summed over the tables). ``--workers W`` sweeps the shards in
+    W processes at once (each opens the store itself, as a Celery worker running one shard's run does); the
+    default 1 sweeps them one after another in this process;
 (b) the reference, per agent: ``run_pipeline(store, agent)`` one agent after another, on a copy of the same
     store made before (a), at the same ``now``. With ``--ref-sample K`` only K agents (a seeded random sample)
     run and the figures are extrapolated per agent (the output says so); the per-agent time is a median. A
@@ -32,6 +34,7 @@ is printed first; compare ratios, not absolutes.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import shutil
@@ -39,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -97,16 +101,29 @@ def commits(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(after[name] - before.get(name, 0) for name in after)
 
 
-def shard_sweeps(store: MemoryStore, shards: int, now: datetime) -> tuple[float, int, int]:
-    """Every shard swept once: (seconds, commits, agents reported)."""
+def sweep_shard(uri: str, shards: int, k: int, now: datetime) -> tuple[int, int, float]:
+    """Shard ``k`` swept once, on a store opened here: (shard, agents reported, seconds)."""
+    store = open_store(uri, shards)
+    start = time.perf_counter()
+    swept = len(sweep(store, "pipeline", store.agents_in_shard(k), now=now).agents)
+    return k, swept, time.perf_counter() - start
+
+
+def shard_sweeps(uri: str, store: MemoryStore, shards: int, now: datetime, workers: int) -> tuple[float, int, int]:
+    """Every shard swept once, ``workers`` at a time: (seconds, commits, agents reported)."""
     before = store.table_versions()
     start = time.perf_counter()
+    if workers == 1:
+        done = (sweep_shard(uri, shards, k, now) for k in range(shards))
+    else:  # spawned, not forked: a fork would copy this process's LanceDB runtime threads
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        done = pool.map(sweep_shard, [uri] * shards, [shards] * shards, range(shards), [now] * shards)
     reported = 0
-    for k in range(shards):
-        t = time.perf_counter()
-        swept = len(sweep(store, "pipeline", store.agents_in_shard(k), now=now).agents)
+    for k, swept, seconds in done:
         reported += swept
-        print(f"    shard {k}: {swept} agents in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+        print(f"    shard {k}: {swept} agents in {seconds:.1f} s", file=sys.stderr, flush=True)
+    if workers > 1:
+        pool.shutdown()
     return time.perf_counter() - start, commits(before, store.table_versions()), reported
 
 
@@ -141,12 +158,18 @@ def main() -> int:
     parser.add_argument("--ref-sample", type=int, default=100, help="agents in the per-agent reference (0: all)")
     parser.add_argument("--single-rows", type=int, default=100_000, help="rows of the one-agent reference")
     parser.add_argument("--shards", type=int, default=Settings.from_env().shards, help="shards of the store")
+    parser.add_argument("--workers", type=int, default=1, help="processes sweeping shards at once")
     parser.add_argument("--quick", action="store_true", help="200 agents, 20 sampled, a 5,000-row agent")
     args = parser.parse_args()
     if args.quick:
         args.agents, args.ref_sample, args.single_rows = [200], 20, 5_000
 
-    print(f"load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.shards} shard(s); hashing embedder")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    print(
+        f"load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.shards} shard(s) swept by "
+        f"{args.workers} process(es); hashing embedder"
+    )
     now = utcnow()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_many_agents_") as tmp:
@@ -176,7 +199,7 @@ def main() -> int:
                 f"{ref_commits / len(sample):.1f} commits per agent",
                 flush=True,
             )
-            wall, swept_commits, reported = shard_sweeps(store, args.shards, now)
+            wall, swept_commits, reported = shard_sweeps(uri, store, args.shards, now, args.workers)
             assert reported == len(agents), f"the sweeps reported {reported} agents of {len(agents)}"
             print(f"  shard sweeps: {wall:.1f} s, {swept_commits:,} commits", flush=True)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from engram_pipeline.lifecycle._gc import fewer_collections
 from engram_pipeline.lifecycle.confidence import ConfidenceDecayReport, confidence_sweep
 from engram_pipeline.lifecycle.consolidation import ConsolidationReport, consolidation_sweep
 from engram_pipeline.lifecycle.contradictions import ContradictionReport, contradiction_sweep
@@ -72,14 +73,15 @@ def pipeline_sweep(
     if not agents:
         return {}
     now = now or utcnow()
-    promotion = promotion_sweep(store, agents, now=now, run_id=run_id)
-    decay = decay_sweep(store, agents, now=now, run_id=run_id)
-    graph = agent_graph(store, agents)
-    confidence = confidence_sweep(store, agents, graph=graph, now=now, run_id=run_id)
-    contradictions = contradiction_sweep(store, agents, graph=graph, now=now, run_id=run_id)
-    plans = plan_sweep(store, agents, graph=graph, now=now, run_id=run_id)
-    stages = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now, run_id=run_id)
-    health = health_sweep(store, agents, now=now)  # after every stage: what the agents' memory is now
+    with fewer_collections():
+        promotion = promotion_sweep(store, agents, now=now, run_id=run_id)
+        decay = decay_sweep(store, agents, now=now, run_id=run_id)
+        graph = agent_graph(store, agents)
+        confidence = confidence_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+        contradictions = contradiction_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+        plans = plan_sweep(store, agents, graph=graph, now=now, run_id=run_id)
+        stages = consolidation_sweep(store, agents, scope=scope, graph=graph, now=now, run_id=run_id)
+        health = health_sweep(store, agents, now=now)  # after every stage: what the agents' memory is now
     return {
         agent: PipelineReport(
             promotion[agent],

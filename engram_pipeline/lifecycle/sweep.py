@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from engram_pipeline.lifecycle._gc import fewer_collections
 from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
 from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
 from engram_pipeline.lifecycle.consolidation import consolidate, consolidation_sweep
@@ -105,6 +106,7 @@ def sweep(
         raise ValueError(f"no sweep for pass {pass_name!r}; known: {', '.join(sorted(COLUMNAR))}")
     now = now or utcnow()
     agents: dict[str, Any] = {}
-    for group in by_shard(agent_ids, store.shard_count).values():
-        agents.update(COLUMNAR[pass_name](store, group, now=now, run_id=run_id))
+    with fewer_collections():
+        for group in by_shard(agent_ids, store.shard_count).values():
+            agents.update(COLUMNAR[pass_name](store, group, now=now, run_id=run_id))
     return SweepReport(pass_name, now, dict(sorted(agents.items())))

@@ -13,8 +13,9 @@ Measured in one run, for each agent count:
 (a) the shard sweeps: ``sweep(store, "pipeline", store.agents_in_shard(k))`` for every shard ``k`` of the
     store (``--shards``, default ``ENGRAM_SHARDS``), at one ``now``; wall time and commits
     (``store.table_versions()`` before and after, summed over the tables). ``--workers W`` sweeps the shards in
-    W processes at once (each opens the store itself, as a Celery worker running one shard's run does); the
-    default 1 sweeps them one after another in this process;
+    W processes at once (each opens the store itself, as a Celery worker running one shard's run does, with
+    one BLAS thread, as one worker per core should run); the default 1 sweeps them one after another in this
+    process. ``--workers 1 2`` measures both, each on its own copy of the store as it was built;
 (b) the reference, per agent: ``run_pipeline(store, agent)`` one agent after another, on a copy of the same
     store made before (a), at the same ``now``. With ``--ref-sample K`` only K agents (a seeded random sample)
     run and the figures are extrapolated per agent (the output says so); the per-agent time is a median. A
@@ -61,6 +62,7 @@ from engram_pipeline.store import MemoryStore  # noqa: E402
 GOAL_S = 600.0  # 10,000 x 100 through the pipeline, on 2 cores
 GOAL_AGENTS = 10_000
 GOAL_RATIO = 2.0  # per-memory cost against the one-agent figure
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read when numpy loads
 
 
 def corpus_lines(agent_ids: list[str], memories: int, now: datetime) -> list[dict[str, object]]:
@@ -116,6 +118,8 @@ def shard_sweeps(uri: str, store: MemoryStore, shards: int, now: datetime, worke
     if workers == 1:
         done = (sweep_shard(uri, shards, k, now) for k in range(shards))
     else:  # spawned, not forked: a fork would copy this process's LanceDB runtime threads
+        # One worker per core: a BLAS pool of a thread per core in each would oversubscribe the cores.
+        os.environ.update({name: os.environ.get(name, "1") for name in BLAS_THREADS})
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         done = pool.map(sweep_shard, [uri] * shards, [shards] * shards, range(shards), [now] * shards)
     reported = 0
@@ -158,17 +162,17 @@ def main() -> int:
     parser.add_argument("--ref-sample", type=int, default=100, help="agents in the per-agent reference (0: all)")
     parser.add_argument("--single-rows", type=int, default=100_000, help="rows of the one-agent reference")
     parser.add_argument("--shards", type=int, default=Settings.from_env().shards, help="shards of the store")
-    parser.add_argument("--workers", type=int, default=1, help="processes sweeping shards at once")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="processes sweeping shards at once")
     parser.add_argument("--quick", action="store_true", help="200 agents, 20 sampled, a 5,000-row agent")
     args = parser.parse_args()
     if args.quick:
         args.agents, args.ref_sample, args.single_rows = [200], 20, 5_000
 
-    if args.workers < 1:
+    if min(args.workers) < 1:
         parser.error("--workers must be at least 1")
     print(
         f"load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.shards} shard(s) swept by "
-        f"{args.workers} process(es); hashing embedder"
+        f"{'/'.join(map(str, args.workers))} process(es); hashing embedder"
     )
     now = utcnow()
     results = []
@@ -199,34 +203,44 @@ def main() -> int:
                 f"{ref_commits / len(sample):.1f} commits per agent",
                 flush=True,
             )
-            wall, swept_commits, reported = shard_sweeps(uri, store, args.shards, now, args.workers)
-            assert reported == len(agents), f"the sweeps reported {reported} agents of {len(agents)}"
-            print(f"  shard sweeps: {wall:.1f} s, {swept_commits:,} commits", flush=True)
-
-            results.append((len(agents), rows, wall, swept_commits, median, ref_commits / len(sample), len(sample)))
+            pristine = str(base / f"{count}" / "pristine")
+            if len(args.workers) > 1:
+                shutil.copytree(uri, pristine)
+            for n, workers in enumerate(args.workers):
+                if n:  # the next figure starts from the store as it was built
+                    shutil.rmtree(uri)
+                    shutil.copytree(pristine, uri)
+                    store = open_store(uri, args.shards)
+                wall, swept_commits, reported = shard_sweeps(uri, store, args.shards, now, workers)
+                assert reported == len(agents), f"the sweeps reported {reported} agents of {len(agents)}"
+                print(f"  shard sweeps, {workers} process(es): {wall:.1f} s, {swept_commits:,} commits", flush=True)
+                results.append(
+                    (len(agents), rows, workers, wall, swept_commits, median, ref_commits / len(sample), len(sample))
+                )
             shutil.rmtree(base / f"{count}", ignore_errors=True)
 
     print(
-        f"\n{'agents':>7} {'rows':>9} {'sweep s':>8} {'ms/agent':>9} {'us/mem':>7} {'commits/agent':>14} "
+        f"\n{'agents':>7} {'rows':>9} {'procs':>5} {'sweep s':>8} {'ms/agent':>9} {'us/mem':>7} {'commits/agent':>14} "
         f"{'ref ms/agent':>13} {'ref commits/agent':>18} {'ref/sweep':>10} {'vs one agent':>13}"
     )
-    for agents_n, rows, wall, swept_commits, median, ref_commits, sampled in results:
+    for agents_n, rows, workers, wall, swept_commits, median, ref_commits, sampled in results:
         per_agent, per_memory = wall / agents_n, wall / rows
         print(
-            f"{agents_n:>7,} {rows:>9,} {wall:>8.1f} {per_agent * 1000:>9.0f} {per_memory * 1e6:>7.0f} "
+            f"{agents_n:>7,} {rows:>9,} {workers:>5} {wall:>8.1f} {per_agent * 1000:>9.0f} {per_memory * 1e6:>7.0f} "
             f"{swept_commits / agents_n:>14.1f} {median * 1000:>13.0f} {ref_commits:>18.1f} "
             f"{median / per_agent:>9.2f}x {per_memory / per_memory_one:>12.1f}x"
             + ("" if sampled == agents_n else f"  (reference: {sampled} sampled agents on a fresh copy, a lower bound)")
         )
     print(f"one-agent reference: {per_memory_one * 1e6:.0f} us per memory")
-    agents_n, rows, wall, *_ = results[-1]
-    goal = wall / agents_n * GOAL_AGENTS
-    shown = "measured" if agents_n == GOAL_AGENTS else f"extrapolated per agent from {agents_n:,}"
-    print(
-        f"goal: {GOAL_AGENTS:,} x {args.memories} in {goal:.0f} s ({shown}; goal < {GOAL_S:.0f} s): "
-        f"{'met' if goal < GOAL_S else 'not met'}; per memory {wall / rows / per_memory_one:.1f}x the one-agent "
-        f"figure (goal <= {GOAL_RATIO:g}x): {'met' if wall / rows <= GOAL_RATIO * per_memory_one else 'not met'}"
-    )
+    for agents_n, rows, workers, wall, *_ in results[-len(args.workers) :]:
+        goal = wall / agents_n * GOAL_AGENTS
+        shown = "measured" if agents_n == GOAL_AGENTS else f"extrapolated per agent from {agents_n:,}"
+        print(
+            f"goal, {workers} process(es): {GOAL_AGENTS:,} x {args.memories} in {goal:.0f} s ({shown}; goal < "
+            f"{GOAL_S:.0f} s): {'met' if goal < GOAL_S else 'not met'}; per memory "
+            f"{wall / rows / per_memory_one:.1f}x the one-agent figure (goal <= {GOAL_RATIO:g}x): "
+            f"{'met' if wall / rows <= GOAL_RATIO * per_memory_one else 'not met'}"
+        )
     return 0
 
 

@@ -13,9 +13,9 @@ Measured in one run, for each agent count:
 (a) the shard sweeps: ``sweep(store, "pipeline", store.agents_in_shard(k))`` for every shard ``k`` of the
     store (``--shards``, default ``ENGRAM_SHARDS``), at one ``now``; wall time and commits
     (``store.table_versions()`` before and after, summed over the tables). ``--workers W`` sweeps the shards in
-    W processes at once (each opens the store itself, as a Celery worker running one shard's run does, with
-    one BLAS thread, as one worker per core should run); the default 1 sweeps them one after another in this
-    process. ``--workers 1 2`` measures both, each on its own copy of the store as it was built;
+    W processes at once (each opens the store itself, as a Celery worker running one shard's run does); the
+    default 1 sweeps them one after another in this process. ``--workers 1 2`` measures both, each on its own
+    copy of the store as it was built;
 (b) the reference, per agent: ``run_pipeline(store, agent)`` one agent after another, on a copy of the same
     store made before (a), at the same ``now``. With ``--ref-sample K`` only K agents (a seeded random sample)
     run and the figures are extrapolated per agent (the output says so); the per-agent time is a median. A
@@ -62,7 +62,6 @@ from engram_pipeline.store import MemoryStore  # noqa: E402
 GOAL_S = 600.0  # 10,000 x 100 through the pipeline, on 2 cores
 GOAL_AGENTS = 10_000
 GOAL_RATIO = 2.0  # per-memory cost against the one-agent figure
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # read when numpy loads
 
 
 def corpus_lines(agent_ids: list[str], memories: int, now: datetime) -> list[dict[str, object]]:
@@ -118,8 +117,6 @@ def shard_sweeps(uri: str, store: MemoryStore, shards: int, now: datetime, worke
     if workers == 1:
         done = (sweep_shard(uri, shards, k, now) for k in range(shards))
     else:  # spawned, not forked: a fork would copy this process's LanceDB runtime threads
-        # One worker per core: a BLAS pool of a thread per core in each would oversubscribe the cores.
-        os.environ.update({name: os.environ.get(name, "1") for name in BLAS_THREADS})
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         done = pool.map(sweep_shard, [uri] * shards, [shards] * shards, range(shards), [now] * shards)
     reported = 0

@@ -52,7 +52,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "consolidation_quality": (["--episodes", "2000", "--repeats", "1"], ["--episodes", "10000"]),
     "decay_safety": (["--embedder", "hashing", "--agents", "3", "--sessions", "6", "--turns", "20"], []),
     "shards": (["--seconds", "8", "--opens", "5"], []),
-    "many_agents": (["--quick"], []),
+    "many_agents": (["--quick"], ["--workers", "1", "2"]),
     "plan_sweep": (["--agents", "100", "--memories", "50"], ["--agents", "1000", "--memories", "100"]),
 }
 

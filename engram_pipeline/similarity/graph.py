@@ -231,14 +231,15 @@ def _rescored(a: np.ndarray, b: np.ndarray, r: np.ndarray, c: np.ndarray, floor:
     A tile's float32 product rounds differently with the tile's shape and the machine's BLAS kernel, so the
     same pair scored from tiles of other sizes (an agent with a few more rows, a resumed run) differed in the
     last bits and, rounded, in the stored score (0.90576 against 0.905761). The rows of the tile that hold a
-    hit are multiplied again in float64: its rounding differences are 1e-16, far below what the float32 score
-    keeps, so every pair gets the same score however it was found. The product, not one dot product per pair:
-    gathering two vectors per pair cost 3.3 s for the 5,000-row agent of ``bench_many_agents`` (this: about
-    the float32 tile again)."""
+    hit are multiplied again in float64 with the columns that hold one: its rounding differences are 1e-16,
+    far below what the float32 score keeps, so every pair gets the same score however it was found. The
+    product, not one dot product per pair: gathering two vectors per pair cost 3.3 s for the 5,000-row agent
+    of ``bench_many_agents`` (this: at most the float32 tile again)."""
     if not r.size:
         return r, c, np.empty(0, dtype=np.float32)
-    rows, inverse = np.unique(r, return_inverse=True)
-    s = (a[rows].astype(np.float64) @ b.T.astype(np.float64))[inverse, c]
+    rows, at_row = np.unique(r, return_inverse=True)
+    cols, at_col = np.unique(c, return_inverse=True)
+    s = (a[rows].astype(np.float64) @ b[cols].T.astype(np.float64))[at_row, at_col]
     keep = s >= floor
     return r[keep], c[keep], s[keep].astype(np.float32)
 

@@ -43,6 +43,7 @@ from bench_write_path import AGENTS, fill  # noqa: E402
 
 from engram_pipeline.model import rows_to_table  # noqa: E402
 from engram_pipeline.store import MemoryStore, write_path  # noqa: E402
+from engram_pipeline.store.write_cache import WriteCache  # noqa: E402
 
 SPANS: dict[str, float] = defaultdict(float)
 
@@ -80,6 +81,7 @@ def instrument() -> None:
     ):
         setattr(write_path, attr, spanned(name, getattr(write_path, attr)))
     write_path._with_retry = spanned("lance append commit", write_path._with_retry)  # only insert_new calls it
+    WriteCache.views = spanned("write cache: version check, refresh, load", WriteCache.views)  # type: ignore[method-assign]
     # the group commit captured remember_batch in a lambda over the module global: it sees the wrapper
 
 
@@ -89,9 +91,10 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
     store = open_store(root, f"p-{rows}", "hashing")
     if filled is None:
         fill(store, rows, seed=rows)
-    # warm the process (first query plans, imports) outside the figures
-    for i, text in enumerate(texts(5, seed=rows + 7)):
+    # warm the process (first query plans, imports, each agent's view in the write cache) outside the figures
+    for i, text in enumerate(texts(AGENTS, seed=rows + 7)):
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
+    loads, refreshes = store.write_cache.loads, store.write_cache.refreshes
     per_write: list[dict[str, float]] = []
     totals = []
     for i, text in enumerate(texts(writes, seed=rows + 1)):
@@ -109,6 +112,8 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
         vals = np.asarray([w.get(n, 0.0) for w in per_write]) * 1000
         share = sum(1 for w in per_write if n in w) / len(per_write)
         print(f"  {n:<34} {np.median(vals):>8.2f} {vals.mean():>8.2f} {share:>12.2f}")
+    loads, refreshes = store.write_cache.loads - loads, store.write_cache.refreshes - refreshes
+    print(f"  write cache during them: {loads} agents loaded, {refreshes} views refreshed")
     if cprof:
         prof = cProfile.Profile()
         prof.enable()

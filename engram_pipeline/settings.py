@@ -261,6 +261,12 @@ class Settings:
         5_000,
         doc="Unindexed rows after which folding the access log re-indexes (0: leave it to maintenance)",
     )
+    # rows of agents the write path keeps in memory for its checks (store/write_cache.py; 0: off)
+    write_cache_rows: int = _env(
+        "ENGRAM_WRITE_CACHE_ROWS",
+        200_000,
+        doc="Rows (over all agents) the write path keeps in memory for its duplicate checks (0: off)",
+    )
     # API
     max_content_bytes: int = _env(
         "ENGRAM_MAX_CONTENT_BYTES", 10_240, doc="Largest memory content accepted, in bytes of UTF-8"
@@ -354,6 +360,7 @@ class Settings:
             ("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", self.prune_older_than_days),
             ("ENGRAM_MAX_CONTENT_BYTES", self.max_content_bytes),
             ("ENGRAM_INDEX_REFRESH_ROWS", self.index_refresh_rows),
+            ("ENGRAM_WRITE_CACHE_ROWS", self.write_cache_rows),
         ):
             if value < 0:
                 raise SettingsError(f"{name}={value}: cannot be negative")

@@ -40,6 +40,7 @@ from engram_pipeline.store.sharding import by_shard, shard_of
 from engram_pipeline.store.shards import Shard, open_table
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
+from engram_pipeline.store.write_cache import WriteCache
 
 AGENT_CHUNK = 1000  # agents per query of a multi-agent read (an IN list of that many quoted ids)
 
@@ -77,6 +78,7 @@ class MemoryStore:
         self.shards = tuple(Shard(db, k, self.shard_count, self.memory_schema) for k in range(self.shard_count))
         for shard in self.shards:
             shard.write_group = write_path.new_write_group(self)  # batches concurrent remembers
+        self.write_cache = WriteCache(self.settings.write_cache_rows)  # the write path's checks, in memory
 
     @classmethod
     def open(

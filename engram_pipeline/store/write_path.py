@@ -37,6 +37,7 @@ from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
 from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.write_cache import CHECKED, AgentView
 from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
@@ -44,11 +45,9 @@ if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
 
 NEIGHBOURS = 8
-# What the write-time checks read of a stored neighbour: the exact-duplicate race check (``content_hash``), the
-# judge and the contradiction rules (``content``, ``kind``), the records of a contradiction (``id``). A search
-# returning whole rows materialises every column of each hit, 1.6x the time of these at 100k rows with the
-# vector index (bench/profile_remember.py); a collapse reads its one row whole (``_collapse``).
-CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
+# A search returning whole rows materialises every column of each hit, 1.6x the time of the CHECKED columns
+# at 100k rows with the vector index (bench/profile_remember.py); a collapse reads its one row whole
+# (``_collapse``).
 
 
 def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
@@ -154,25 +153,69 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
 def _first_reads(
     store: MemoryStore, rows: Sequence[Memory]
 ) -> tuple[dict[int, int], dict[str, Memory], dict[int, list[Memory]]]:
-    """What a batch's checks start from, in one trip (:mod:`.one_trip`): the version of each shard's table
-    the batch writes to, read first (see :func:`insert_new`); then at once, the stored row of each content
-    hash the store already has (:func:`stored_by_hash`) and the neighbours of the first row of each content
-    hash (by index in ``rows``; of a row whose content is stored they go unused). The neighbours are read
+    """What a batch's checks start from: the version of each shard's table the batch writes to, read first
+    (see :func:`insert_new`); then the stored row of each content hash the store already has and the
+    neighbours of the first row of each content hash (by index in ``rows``; of a row whose content is stored
+    they go unused). Both come from the write cache's views at that version (:mod:`.write_cache`), or, for
+    the agents it does not keep, from the table in one trip (:mod:`.one_trip`: the lookup through the BTree
+    index on ``content_hash`` and one multi-vector search per agent, at once). The neighbours are read
     before any commit of the batch: after one (a flush, a collapse) the rows after it read theirs again (a
     collapse only moves versions, which CAS re-reads)."""
     first: dict[str, int] = {}
     for i, row in enumerate(rows):
         first.setdefault(row["content_hash"], i)
+    versions, views = _views(store, rows)
+    hits: list[Memory] = []
+    for digest, i in first.items():
+        view = views.get(rows[i]["agent_id"])
+        if view is not None:
+            hits += [{"id": memory_id, "content_hash": digest} for memory_id in view.ids_with_hash(digest)]
+    near = _nearest_in_views(views, [(i, rows[i]) for i in first.values()])
+    rest = [r for r in rows if r["agent_id"] not in views]
+    if rest:
+        searched = [(i, rows[i]) for i in first.values() if rows[i]["agent_id"] not in views]
+        more_hits, more_near = one_trip.run(
+            one_trip.together(_hash_hits(store, rest), _neighbours(store, searched, CHECKED))
+        )
+        hits += more_hits
+        near.update(more_near)
+    return versions, _stored_of(store, rows, hits), near
 
-    async def reads() -> tuple[dict[int, int], list[Memory], dict[int, list[Memory]]]:
-        shards = sorted({store.shard_of(r["agent_id"]) for r in rows})
-        versions = {k: await one_trip.version(store.shards[k].memories) for k in shards}
-        checks = _hash_hits(store, rows), _neighbours(store, [(i, rows[i]) for i in first.values()], CHECKED)
-        hits, near = await one_trip.together(*checks)
-        return versions, hits, near
 
-    versions, hits, near = one_trip.run(reads())
-    return versions, _stored_of(store, hits), near
+def _views(store: MemoryStore, rows: Sequence[Memory]) -> tuple[dict[int, int], dict[str, AgentView]]:
+    """The latest version of each shard's table ``rows`` go to (one trip), and the write cache's view at
+    that version of each of their agents it keeps."""
+    groups = store._group(rows)
+
+    async def latest() -> list[int]:
+        return await one_trip.together(*(one_trip.version(store.shards[k].memories) for k in groups))
+
+    versions = dict(zip(groups, one_trip.run(latest()), strict=True))
+    views: dict[str, AgentView] = {}
+    for k, group in groups.items():
+        views.update(store.write_cache.views(store, k, versions[k], [r["agent_id"] for r in group]))
+    return versions, views
+
+
+def _nearest_in_views(views: Mapping[str, AgentView], rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
+    """The visible neighbours of each ``(index, row)`` whose agent has a view (one product per agent)."""
+    by_agent: dict[str, list[tuple[int, Memory]]] = {}
+    for i, row in rows:
+        if row["agent_id"] in views:
+            by_agent.setdefault(row["agent_id"], []).append((i, row))
+    out: dict[int, list[Memory]] = {}
+    for agent_id, group in by_agent.items():
+        found = views[agent_id].nearest([r["vector"] for _, r in group], NEIGHBOURS)
+        out.update((i, hits) for (i, _), hits in zip(group, found, strict=True))
+    return out
+
+
+def _current_neighbours(store: MemoryStore, row: Memory) -> list[Memory]:
+    """The visible neighbours of ``row`` in the table as it is now (the write cache's view, else a search)."""
+    _, views = _views(store, [row])
+    if row["agent_id"] in views:
+        return _nearest_in_views(views, [(0, row)])[0]
+    return visible_neighbours(store, row["agent_id"], row["vector"])
 
 
 def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memory]:
@@ -183,7 +226,7 @@ def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memo
     so a match is the same agent's. Two rows share a hash only in the instant between racing inserts and the
     loser's clean-up: the one that stays is named.
     """
-    return _stored_of(store, one_trip.run(_hash_hits(store, rows)))
+    return _stored_of(store, rows, one_trip.run(_hash_hits(store, rows)))
 
 
 async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
@@ -197,10 +240,25 @@ async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]
     return [hit for table in await one_trip.together(*reads) for hit in table.to_pylist()]
 
 
-def _stored_of(store: MemoryStore, hits: Sequence[Memory]) -> dict[str, Memory]:
+def _stored_of(store: MemoryStore, rows: Sequence[Memory], hits: Sequence[Memory]) -> dict[str, Memory]:
+    """The stored row of each content hash ``hits`` found for ``rows``: their whole rows read in one trip
+    (the synchronous ``get_many`` is several trips through lancedb's event loop, each a hand-off between
+    threads that the writers waiting on a batch make slower: 15 ms per batch under 16 writers)."""
+    if not hits:
+        return {}
+    shard = {r["content_hash"]: store.shard_of(r["agent_id"]) for r in rows}
+    ids: dict[int, list[str]] = {}
+    for h in hits:
+        ids.setdefault(shard[h["content_hash"]], []).append(h["id"])
+    reads = [
+        one_trip.rows(store.shards[k].memories, f"id IN {in_list(group[i : i + 1000])}")
+        for k, group in ids.items()
+        for i in range(0, len(group), 1000)
+    ]
     found: dict[str, list[Memory]] = {}
-    for r in store.get_many([h["id"] for h in hits]) if hits else []:
-        found.setdefault(r["content_hash"], []).append(r)
+    for table in one_trip.run(one_trip.together(*reads)):
+        for r in table.to_pylist():
+            found.setdefault(r["content_hash"], []).append(r)
     return {digest: store._first_committed(group) for digest, group in found.items()}
 
 
@@ -220,6 +278,7 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mappin
         memories = store.shards[k].memories
         result = _with_retry(lambda: memories.add(table))  # noqa: B023 (called at once)
         if k in checked_at and int(result.version) == checked_at[k] + 1:
+            store.write_cache.appended(k, checked_at[k], int(result.version), group)
             kept.update(r["id"] for r in group)
         else:
             kept.update(store._drop_lost_races(group))
@@ -259,7 +318,7 @@ def _check(
     made): the result when it needs no insert (a racing writer's exact duplicate, or a near duplicate it
     collapsed into), else the contradictions to record once inserted."""
     if neighbours is None:
-        neighbours, decided = visible_neighbours(store, row["agent_id"], row["vector"]), None
+        neighbours, decided = _current_neighbours(store, row), None
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
         # The same content, committed by a racing writer since the exact check: the row that stays, untouched.
         existing = store._by_hash(row["agent_id"], row["content_hash"])
@@ -312,6 +371,9 @@ class _Pending:
             for index, *_ in entries:
                 out[index] = exc
             return
+        # Without contradictions the stored row is exactly the one written: converted here, not read.
+        kept = [r for _, r, _, _ in entries if r["id"] in inserted]
+        written = {r["id"]: stored for r, stored in zip(kept, as_stored(store, kept), strict=True)}
         for index, row, actor, found in entries:
             try:
                 if row["id"] not in inserted:  # a concurrent writer stored the same content first
@@ -320,17 +382,16 @@ class _Pending:
                     out[index] = RememberResult(existing, "exact_duplicate")
                     continue
                 contradictions = tuple(apply_contradictions(store, [(row, n, hit) for n, hit in found], actor=actor))
-                # Without contradictions the stored row is exactly the one written: skip a read.
-                stored = store.get(row["id"], track_access=False) if contradictions else as_stored(store, row)
+                stored = store.get(row["id"], track_access=False) if contradictions else written[row["id"]]
                 out[index] = RememberResult(stored, "created", None, contradictions)
             except Exception as exc:
                 out[index] = exc
         after_commit(store, {store.shard_of(row["agent_id"]) for _, row, _, _ in entries})
 
 
-def as_stored(store: MemoryStore, row: Memory) -> Memory:
-    """``row`` with exactly the types a read of the table returns (a round trip through Arrow, in memory)."""
-    return rows_to_table([row], store.memory_schema).to_pylist()[0]
+def as_stored(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
+    """``rows`` with exactly the types a read of the table returns (one round trip through Arrow, in memory)."""
+    return rows_to_table(list(rows), store.memory_schema).to_pylist() if rows else []
 
 
 def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:

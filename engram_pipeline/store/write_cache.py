@@ -1,0 +1,353 @@
+"""The write path's view of each agent's rows, held in memory and checked against the table version.
+
+A ``remember`` checks its row against the agent's stored rows before it commits: the exact-duplicate lookup
+(every row of the agent, hidden ones too) and the nearest visible neighbours. As LanceDB queries those two
+reads were the larger part of a single write (11.4 of 19.6 ms p50 at 1k rows on a quiet machine,
+``bench/profile_remember.py``), and the neighbour search grows with the unindexed rows. Here each agent the
+write path touched is kept as what those reads need: per row its :data:`COLUMNS`, its unit vector and
+whether it is visible, with a map from content hash to rows.
+
+**Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
+the table's latest version is still that one (one version read per batch, 0.26 ms). The label is always the
+version read *before* the rows, so a view can hold newer rows than its label says, never older ones; a
+commit anyone made since (another process, a pass, a collapse in this process) moves the version and the
+view is brought up to date before use: one read of ``(id, version)`` for the agent's rows, then the rows
+that are new or whose version moved (every change to a row's content, vector or status is a compare-and-set
+that moves its version; the access-log fold's counters and compaction leave the checked columns alone).
+The write path's own appends keep the views fresh without a read: when the append's commit is the version
+right after the one the batch checked against (:func:`engram_pipeline.store.write_path.insert_new` already
+tests that), no other commit came between, so the views at the checked version plus the appended rows are
+the table at the new version.
+
+**Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
+agents go first); an agent larger than half of that is not kept, and its writes read the table as before.
+0 turns the cache off. The search is exact cosine over the agent's visible rows (the table's search goes
+through the approximate vector index once one is built, so the cache finds at least as close neighbours).
+
+>>> cache = WriteCache(max_rows=10)
+>>> cache.rows, cache.agents
+(0, 0)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engram_pipeline.store import one_trip
+from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.visibility import is_visible
+
+if TYPE_CHECKING:
+    from engram_pipeline.model import Memory
+    from engram_pipeline.store.core import MemoryStore
+
+# What the write-time checks read of a stored neighbour: the exact-duplicate race check (``content_hash``), the
+# judge and the contradiction rules (``content``, ``kind``), the records of a contradiction (``id``), the
+# compare-and-set of a collapse (``version``).
+CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
+# What a view keeps of a row: the checked columns and those the visibility rule reads.
+COLUMNS = (*CHECKED, "status", "superseded_by")
+IDLE_S = 30.0  # a view unused for this long may be evicted to admit another agent
+
+_ID, _HASH, _VERSION, _STATUS, _SUPERSEDED_BY = (
+    COLUMNS.index(c) for c in ("id", "content_hash", "version", "status", "superseded_by")
+)
+
+
+class AgentView:
+    """One agent's rows as the write path checks against them (see the module); grows by doubling. A row is
+    kept as a tuple of its :data:`COLUMNS` (a dict per row took several times the memory and the load time)."""
+
+    def __init__(self, agent_id: str, dimension: int, at: int) -> None:
+        self.agent_id = agent_id
+        self.at = at  # the table version this view is the agent's rows of
+        self.lock = threading.Lock()  # held to change the view or to read it (add, remove, search)
+        self.used = 0.0  # time.monotonic() of its last use
+        self.n = 0  # slots used (live and dead)
+        self.live = 0
+        self._vectors = np.zeros((16, dimension), dtype=np.float32)
+        self._visible = np.zeros(16, dtype=bool)
+        self._rows: list[tuple[Any, ...] | None] = []
+        self._slot: dict[str, int] = {}  # id -> its slot
+        self._by_hash: dict[str, list[int]] = {}
+
+    def add(self, rows: Sequence[Mapping[str, Any]], vectors: np.ndarray) -> None:
+        """Add ``rows`` (dicts with at least the :data:`COLUMNS`) with their ``vectors``."""
+        self.add_tuples([tuple(row.get(c) for c in COLUMNS) for row in rows], vectors)
+
+    def add_tuples(self, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray) -> None:
+        """Add ``rows`` (tuples of the :data:`COLUMNS`, in order) with their ``vectors``; a row already held
+        is replaced."""
+        self.remove([row[_ID] for row in rows])
+        if self.n - self.live > max(self.live, 64):
+            self._pack()
+        need = self.n + len(rows)
+        if need > len(self._visible):
+            cap = max(need, 2 * len(self._visible))
+            grown = np.zeros((cap, self._vectors.shape[1]), dtype=np.float32)
+            grown[: self.n] = self._vectors[: self.n]
+            self._vectors = grown
+            self._visible = np.concatenate([self._visible[: self.n], np.zeros(cap - self.n, dtype=bool)])
+        if len(rows):
+            v = np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
+            norms = np.linalg.norm(v, axis=1, keepdims=True)
+            self._vectors[self.n : need] = v / np.where(norms > 0, norms, np.float32(1.0))
+        for slot, row in enumerate(rows, start=self.n):
+            self._rows.append(row)
+            self._slot[row[_ID]] = slot
+            self._by_hash.setdefault(row[_HASH], []).append(slot)
+            self._visible[slot] = is_visible({"status": row[_STATUS], "superseded_by": row[_SUPERSEDED_BY]})
+        self.n = need
+        self.live += len(rows)
+
+    def remove(self, ids: Iterable[str]) -> None:
+        for memory_id in ids:
+            slot = self._slot.pop(memory_id, None)
+            if slot is None:
+                continue
+            row = self._rows[slot]
+            assert row is not None
+            same = self._by_hash[row[_HASH]]
+            same.remove(slot)
+            if not same:
+                del self._by_hash[row[_HASH]]
+            self._rows[slot] = None
+            self._visible[slot] = False
+            self.live -= 1
+
+    def _pack(self) -> None:
+        """Drop the slots of removed rows (they pile up as refreshes replace moved rows)."""
+        keep = np.asarray(sorted(self._slot.values()), dtype=np.int64)
+        self._vectors = self._vectors[keep]
+        self._visible = self._visible[keep]
+        rows = [self._rows[s] for s in keep]
+        self._rows = rows
+        self._slot = {row[_ID]: j for j, row in enumerate(rows)}
+        self._by_hash = {}
+        for j, row in enumerate(rows):
+            self._by_hash.setdefault(row[_HASH], []).append(j)
+        self.n = len(keep)
+
+    def versions(self) -> dict[str, int]:
+        """``id -> version`` of every row held."""
+        return {memory_id: int(self._rows[slot][_VERSION]) for memory_id, slot in self._slot.items()}  # type: ignore[index]
+
+    def ids_with_hash(self, digest: str) -> list[str]:
+        """The ids of the rows (visible or not) whose content hash is ``digest``."""
+        with self.lock:
+            return [self._rows[s][_ID] for s in self._by_hash.get(digest, ())]  # type: ignore[index]
+
+    def nearest(self, vectors: Sequence[Sequence[float]], k: int) -> list[list[dict[str, Any]]]:
+        """The ``k`` visible rows nearest to each of ``vectors`` by cosine, best first, each as its
+        :data:`CHECKED` columns with ``_similarity``."""
+        with self.lock:
+            return self._nearest(vectors, k)
+
+    def _nearest(self, vectors: Sequence[Sequence[float]], k: int) -> list[list[dict[str, Any]]]:
+        visible = self._visible[: self.n]
+        shown = int(visible.sum())
+        if not shown or not len(vectors):
+            return [[] for _ in vectors]
+        q = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+        norms = np.linalg.norm(q, axis=1, keepdims=True)
+        q = (q / np.where(norms > 0, norms, np.float32(1.0))).astype(np.float32, copy=False)
+        # every slot, then the hidden ones set below any cosine: gathering the visible rows' vectors first
+        # copied the whole matrix (15 MB and several ms at 10k rows) on every search
+        cos = q @ self._vectors[: self.n].T  # (queries, slots)
+        cos[:, ~visible] = -np.inf
+        take = min(k, shown)
+        top = (
+            np.argpartition(-cos, take - 1, axis=1)[:, :take]
+            if take < self.n
+            else np.tile(np.arange(take), (len(q), 1))
+        )
+        out = []
+        for qi in range(len(q)):
+            order = top[qi][np.argsort(-cos[qi, top[qi]], kind="stable")]
+            hits = []
+            for j in order:
+                row = self._rows[int(j)]
+                assert row is not None and visible[j]
+                hits.append({**dict(zip(CHECKED, row, strict=False)), "_similarity": float(cos[qi, j])})
+            out.append(hits)
+        return out
+
+
+class WriteCache:
+    """The :class:`AgentView` of the agents the write path touched, by ``(shard, agent)``, within a row budget.
+
+    Admission, not only eviction: once the budget is full, a view is evicted for a new agent only if it went
+    unused for :data:`IDLE_S`. Agents written in a round that does not fit (more rows than the budget) are
+    then read from the table, at the cost the write path had without the cache, instead of each write
+    reading its agent whole only to evict the next agent's view."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self._views: dict[int, OrderedDict[str, AgentView]] = {}  # per shard, least recently used first
+        self._not_kept: dict[tuple[int, str], float] = {}  # agent -> until when its writes read the table
+        self._lock = threading.Lock()
+        self.loads = 0  # agents read whole
+        self.refreshes = 0  # views brought up to date by an (id, version) read
+        self.rows = 0  # rows held over all views
+
+    @property
+    def agents(self) -> int:
+        return sum(len(v) for v in self._views.values())
+
+    def views(self, store: MemoryStore, shard: int, version: int, agent_ids: Iterable[str]) -> dict[str, AgentView]:
+        """The view of each of ``agent_ids`` (of ``shard``) at table version ``version``, read or brought up
+        to date where needed; an agent the cache does not keep is left out (the caller reads the table)."""
+        if self.max_rows <= 0:
+            return {}
+        now = time.monotonic()
+        with self._lock:
+            mine = self._views.setdefault(shard, OrderedDict())
+            wanted = [a for a in dict.fromkeys(agent_ids) if self._not_kept.get((shard, a), 0.0) <= now]
+            held = {a: mine.get(a) for a in wanted}
+            room = self.max_rows - self.rows + self._idle_rows(now)
+        table = store.shards[shard].memories
+        stale = {a: v for a, v in held.items() if v is not None and v.at != version}
+        missing = [a for a, v in held.items() if v is None] if room > 0 else []
+        self.refreshes += _bring_to(store, table, list(stale.values()), version)
+        loaded = one_trip.run(_load(store, table, missing, version)) if missing else {}
+        self.loads += len(loaded)
+        out: dict[str, AgentView] = {}
+        with self._lock:
+            for a in wanted:
+                view = held[a] or loaded.get(a)
+                if view is None:
+                    continue
+                view.used = now
+                out[a] = view  # valid at ``version`` for this batch, kept or not
+                if held[a] is not None and mine.get(a) is view:
+                    mine.move_to_end(a)
+                    if view.live > self.max_rows // 2:
+                        mine.pop(a)
+                        self._not_kept[(shard, a)] = now + IDLE_S
+                elif held[a] is not None:
+                    pass  # evicted meanwhile (an append elsewhere ran over the budget): used, not kept
+                elif view.live > self.max_rows // 2:
+                    self._not_kept[(shard, a)] = now + 10 * IDLE_S  # it will still be too big for a while
+                elif not self._make_room(view.live, now):
+                    self._not_kept[(shard, a)] = now + IDLE_S
+                else:
+                    mine[a] = view
+            self._recount()
+        return out
+
+    def appended(self, shard: int, checked: int, committed: int, rows: Sequence[Memory]) -> None:
+        """The write path appended ``rows`` to ``shard`` in commit ``committed``, the version right after
+        ``checked``: the views at ``checked`` are the table at ``committed`` once the rows are added. Views
+        at another version are left as they are (they will be brought up to date when used)."""
+        if committed != checked + 1:
+            return
+        by_agent: dict[str, list[Memory]] = {}
+        for row in rows:
+            by_agent.setdefault(row["agent_id"], []).append(row)
+        with self._lock:
+            for agent, view in self._views.get(shard, {}).items():
+                if view.at != checked:
+                    continue
+                new = by_agent.get(agent, [])
+                with view.lock:
+                    if view.at != checked:  # brought up to date meanwhile, by a reader of the table
+                        continue
+                    if new:
+                        view.add(new, np.asarray([r["vector"] for r in new], dtype=np.float32))
+                    view.at = committed
+            self._recount()
+            while self.rows > self.max_rows and self._drop_oldest(float("inf")):
+                pass
+
+    def clear(self) -> None:
+        with self._lock:
+            self._views.clear()
+            self._not_kept.clear()
+            self.rows = 0
+
+    def _idle_rows(self, now: float) -> int:
+        return sum(v.live for views in self._views.values() for v in views.values() if now - v.used > IDLE_S)
+
+    def _recount(self) -> None:
+        self.rows = sum(v.live for views in self._views.values() for v in views.values())
+
+    def _make_room(self, rows: int, now: float) -> bool:
+        """Evict views idle for :data:`IDLE_S`, least recently used first, until ``rows`` more fit."""
+        self._recount()
+        while self.rows + rows > self.max_rows:
+            if not self._drop_oldest(now - IDLE_S):
+                return False
+        return True
+
+    def _drop_oldest(self, used_before: float) -> bool:
+        """Drop the least recently used view last used before ``used_before``; whether there was one."""
+        firsts = [(views, next(iter(views))) for views in self._views.values() if views]  # each shard's LRU
+        oldest = min(firsts, key=lambda va: va[0][va[1]].used, default=None)
+        if oldest is None or oldest[0][oldest[1]].used >= used_before:
+            return False
+        views, agent = oldest
+        self.rows -= views.pop(agent).live
+        return True
+
+
+def _bring_to(store: MemoryStore, table: Any, views: Sequence[AgentView], version: int) -> int:
+    """Bring ``views`` to ``version`` (under their locks; one already there meanwhile is skipped)."""
+    for view in views:
+        view.lock.acquire()
+    try:
+        behind = [v for v in views if v.at != version]
+        if behind:
+            one_trip.run(_refresh(store, table, behind, version))
+        return len(behind)
+    finally:
+        for view in views:
+            view.lock.release()
+
+
+async def _load(store: MemoryStore, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
+    """Each agent's rows read whole (their :data:`COLUMNS` and vector), as views at ``version``."""
+    found = await one_trip.rows(table, f"agent_id IN {in_list(list(agents))}", columns=[*COLUMNS, "vector"])
+    views = {a: AgentView(a, store.embedder.dimension, version) for a in agents}
+    _add_table(views, found)
+    return views
+
+
+async def _refresh(store: MemoryStore, table: Any, stale: Sequence[AgentView], version: int) -> None:
+    """Bring each stale view to ``version``: read its agent's ``(id, version)``, drop the rows gone, read
+    again the rows new or moved."""
+    listed = await one_trip.together(
+        *(one_trip.rows(table, eq("agent_id", v.agent_id), columns=["id", "version"]) for v in stale)
+    )
+    changed: list[str] = []
+    for view, now in zip(stale, listed, strict=True):
+        have = view.versions()
+        ids, versions = now.column("id").to_pylist(), now.column("version").to_pylist()
+        current = dict(zip(ids, versions, strict=True))
+        view.remove([i for i in have if i not in current])
+        changed += [i for i, v in current.items() if have.get(i) != v]
+    for start in range(0, len(changed), 1000):
+        chunk = changed[start : start + 1000]
+        found = await one_trip.rows(table, f"id IN {in_list(chunk)}", columns=[*COLUMNS, "vector"])
+        _add_table({v.agent_id: v for v in stale}, found)
+    for view in stale:
+        view.at = version
+
+
+def _add_table(views: Mapping[str, AgentView], found: Any) -> None:
+    if not found.num_rows:
+        return
+    vectors = np.asarray(found.column("vector").combine_chunks().flatten(), dtype=np.float32).reshape(
+        found.num_rows, -1
+    )
+    rows = list(zip(*(found.column(c).to_pylist() for c in COLUMNS), strict=True))
+    by_agent: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_agent.setdefault(row[COLUMNS.index("agent_id")], []).append(i)
+    for agent, idx in by_agent.items():
+        views[agent].add_tuples([rows[i] for i in idx], vectors[idx])

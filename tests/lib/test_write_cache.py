@@ -1,0 +1,135 @@
+"""The write cache (``store/write_cache.py``): the write path's checks read an in-memory view of each agent's
+rows, and decide exactly as the table reads would, whoever else writes to the table meanwhile."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
+from engram_pipeline.store import write_path as wp
+from engram_pipeline.store.write_cache import AgentView, WriteCache
+
+THRESHOLDS = dict(
+    duplicate_threshold=0.97, merge_threshold=0.85, contradiction_threshold=0.8, contradiction_threshold_max=0.97
+)
+DIM = 384
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def at_cosine(base: np.ndarray, cosine: float, seed: int = 1) -> list[float]:
+    w = np.random.default_rng(seed).normal(size=base.shape)
+    w = unit(w - (w @ base) * base)
+    return [float(x) for x in unit(cosine * base + np.sqrt(1 - cosine**2) * w)]
+
+
+def two_stores(tmp_path: Path, settings: Settings, **env: int) -> tuple[MemoryStore, MemoryStore]:
+    """Two stores on one directory, each with its own cache: what two processes see."""
+    s = settings.replace(**THRESHOLDS, **env)
+    uri = str(tmp_path / "store")
+    return MemoryStore.open(uri, settings=s), MemoryStore.open(uri, settings=s)
+
+
+def test_a_write_from_elsewhere_is_seen_by_the_next_check(tmp_path: Path, settings: Settings) -> None:
+    here, there = two_stores(tmp_path, settings)
+    base = unit(np.random.default_rng(0).normal(size=DIM))
+    here.remember("a", "the first fact", vector=[float(x) for x in unit(np.random.default_rng(9).normal(size=DIM))])
+    assert here.write_cache.agents == 1  # the agent's view is held
+    made = there.remember("a", "written by the other process", vector=[float(x) for x in base])
+    assert made.outcome == "created"
+    assert here.remember("a", "Written by the other  process").outcome == "exact_duplicate"
+    near = here.remember("a", "nearly what the other process wrote", vector=at_cosine(base, 0.99))
+    assert near.outcome == "semantic_duplicate"
+    assert near.memory["id"] == made.memory["id"]
+    assert here.write_cache.refreshes >= 1
+
+
+def test_a_row_hidden_elsewhere_stops_being_a_neighbour(tmp_path: Path, settings: Settings) -> None:
+    here, there = two_stores(tmp_path, settings)
+    base = unit(np.random.default_rng(1).normal(size=DIM))
+    old = here.remember("a", "a fact that will be archived", vector=[float(x) for x in base]).memory
+    there.cas_write([{"id": old["id"], "version": old["version"], "status": "archived"}], actor="test", action="test")
+    near = here.remember("a", "a fact close to the archived one", vector=at_cosine(base, 0.99))
+    assert near.outcome == "created"  # an archived row is not recalled, so nothing collapses into it
+    # the exact check covers hidden rows, as the table's lookup on content_hash does
+    assert here.remember("a", "a fact that will be archived").outcome == "exact_duplicate"
+
+
+def test_an_edit_elsewhere_is_what_the_checks_see(tmp_path: Path, settings: Settings) -> None:
+    here, there = two_stores(tmp_path, settings)
+    row = here.remember("a", "the meeting is in room four").memory
+    there.update(row["id"], expected_version=row["version"], content="lunch is at noon on fridays")
+    assert here.remember("a", "the meeting is in room four").outcome == "created"
+    assert here.remember("a", "Lunch is at noon on Fridays").outcome == "exact_duplicate"
+
+
+def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, settings: Settings) -> None:
+    store, _ = two_stores(tmp_path, settings)
+    rng = np.random.default_rng(3)
+    centre = unit(rng.normal(size=DIM))
+    vectors = [at_cosine(centre, c, seed=i) for i, c in enumerate(rng.uniform(0.3, 0.95, size=200))]
+    rows = [store.new_row("a", f"row number {i}") | {"vector": v} for i, v in enumerate(vectors)]
+    store.insert_rows(rows)
+    store.cas_write([{"id": rows[0]["id"], "version": 1, "status": "superseded"}], actor="test", action="test")
+    queries = [at_cosine(centre, 0.9, seed=1000 + i) for i in range(5)]
+    searched = wp.many_visible_neighbours(store, "a", queries)  # the table, unindexed: an exact flat search
+    (view,) = store.write_cache.views(store, 0, store.shards[0].memories.version, ["a"]).values()
+    for mine, theirs in zip(view.nearest(queries, wp.NEIGHBOURS), searched, strict=True):
+        assert [h["id"] for h in mine] == [h["id"] for h in theirs]
+        assert np.allclose([h["_similarity"] for h in mine], [h["_similarity"] for h in theirs], atol=1e-5)
+        assert rows[0]["id"] not in {h["id"] for h in mine}
+
+
+def test_an_agent_beyond_the_budget_is_read_from_the_table(tmp_path: Path, settings: Settings) -> None:
+    store, _ = two_stores(tmp_path, settings, write_cache_rows=10)
+    base = unit(np.random.default_rng(4).normal(size=DIM))
+    first = store.remember("big", "the first of many", vector=[float(x) for x in base]).memory
+    store.insert_rows([store.new_row("big", f"filler {i}") | {"vector": at_cosine(base, 0.2, i)} for i in range(8)])
+    assert store.remember("big", "filler 1").outcome == "exact_duplicate"  # 9 rows: more than half of 10
+    assert store.write_cache.agents == 0
+    near = store.remember("big", "nearly the first of many", vector=at_cosine(base, 0.99))
+    assert (near.outcome, near.memory["id"]) == ("semantic_duplicate", first["id"])
+    small = [store.remember(f"small-{i}", f"fact {i}").memory for i in range(4)]
+    assert store.write_cache.rows <= 10
+    assert all(store.remember(m["agent_id"], m["content"]).outcome == "exact_duplicate" for m in small)
+
+
+def test_with_the_cache_off_the_checks_read_the_table(tmp_path: Path, settings: Settings) -> None:
+    store, _ = two_stores(tmp_path, settings, write_cache_rows=0)
+    assert store.remember("a", "one fact").outcome == "created"
+    assert store.remember("a", "One  fact").outcome == "exact_duplicate"
+    assert store.write_cache.agents == 0
+
+
+def test_a_view_replaces_a_row_it_holds_and_packs_its_dead_slots() -> None:
+    view = AgentView("a", 4, at=1)
+    rows = [{"id": f"m{i}", "content_hash": f"h{i}", "version": 1, "status": "active"} for i in range(100)]
+    vectors = np.eye(4, dtype=np.float32)[np.arange(100) % 4]
+    view.add(rows, vectors)
+    for _ in range(3):  # every row moved three times: the dead slots are packed away
+        view.add([{**r, "version": r["version"] + 1} for r in rows], vectors)
+        rows = [{**r, "version": r["version"] + 1} for r in rows]
+    assert view.live == 100 and view.n <= 200
+    assert view.versions() == {r["id"]: 4 for r in rows}
+    assert view.ids_with_hash("h7") == ["m7"]
+    (hits,) = view.nearest([[0.0, 0.0, 1.0, 0.0]], 3)
+    assert [h["_similarity"] for h in hits] == pytest.approx([1.0, 1.0, 1.0])
+    assert {int(h["id"][1:]) % 4 for h in hits} == {2}
+
+
+def test_appends_keep_only_the_views_at_the_version_they_follow() -> None:
+    cache = WriteCache(max_rows=100)
+    fresh, behind = AgentView("a", 2, at=5), AgentView("b", 2, at=3)
+    cache._views[0] = OrderedDict(a=fresh, b=behind)
+    row = {"id": "n", "agent_id": "a", "content_hash": "h", "version": 1, "status": "active", "vector": [1.0, 0]}
+    cache.appended(0, 5, 6, [row])
+    assert (fresh.at, fresh.live, behind.at) == (6, 1, 3)
+    cache.appended(0, 6, 8, [{**row, "id": "m"}])  # another commit came between: nothing is assumed
+    assert (fresh.at, fresh.live) == (6, 1)

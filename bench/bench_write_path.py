@@ -100,7 +100,8 @@ def bench_single(root: Path, small: int, large: int, n: int) -> None:
     p50 = {}
     print(f"\nsingle remember, one client, hashing, {n} writes (ms); floor: a bare one-row table.add, same dir")
     print("  (after one first write per agent, which reads its rows into the write cache: 'first' p50 / max;")
-    print(f"  ENGRAM_WRITE_CACHE_ROWS={Settings.from_env().write_cache_rows}; loads and refreshes of agents'")
+    cache_rows = Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}).write_cache_rows  # as open_store opens them
+    print(f"  ENGRAM_WRITE_CACHE_ROWS={cache_rows}; loads and refreshes of agents'")
     print("  views during the timed writes: 'loads', 'refreshes')")
     head = f"{'rows in store':<16} {'p50':>8} {'p99':>8} {'fragments after':>16} {'floor p50':>10} {'floor p99':>10}"
     print(f"{head} {'first p50':>10} {'first max':>10} {'loads':>6} {'refreshes':>10}")

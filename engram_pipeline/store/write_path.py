@@ -398,6 +398,8 @@ class _Pending:
                     out[index] = exc
         if merges:
             _collapse(store, merges, out)
+            # a collapse moves its rows to a fragment of their own: a run of collapses alone starts compactions too
+            after_commit(store, {store.shard_of(row["agent_id"]) for _, _, row, _ in merges})
         if inserted is None:
             return
         # Without contradictions the stored row is exactly the one written: converted here, not read.

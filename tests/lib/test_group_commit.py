@@ -285,3 +285,17 @@ def test_a_collapse_into_a_row_edited_since_its_check_folds_into_the_edit(
     assert told.memory == store.get(stored["id"], track_access=False)
     assert told.memory["pinned"] and told.memory["reinforcement_count"] == 1  # the retry folded into the edit
     assert told.memory["version"] == stored["version"] + 2
+
+
+def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settings: Settings) -> None:
+    store = open_store(tmp_path, settings)
+    n = MAX_FRAGMENTS + 40
+    bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(n)]
+    stored = [row(store, f"stored fact {k}: the queue drains at night", b.tolist()) for k, b in enumerate(bases)]
+    assert all(not isinstance(r, BaseException) for r in wp.remember_batch(store, stored))  # one fragment
+    for k, b in enumerate(bases):  # a collapse moves its row to a fragment of its own; nothing else is written
+        again = store.remember("a", f"near duplicate {k}: at night the queue drains", vector=at_cosine(b, 0.98, seed=k))
+        assert again.outcome == "semantic_duplicate"
+        wait_idle(store, 60)
+    assert compactions(store) >= 1
+    assert fragments(store) < MAX_FRAGMENTS

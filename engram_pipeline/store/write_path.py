@@ -11,7 +11,10 @@ nearest visible neighbours of the same agent decide:
 * the store's merge judge (:func:`engram_pipeline.judge.same_fact`, the decision the corpus merge uses)
   calls the pair a duplicate: the write collapses into the existing row, which gains a
   ``duplicate_matches`` entry, a reinforcement and a fresh importance score; nothing new is inserted and
-  the outcome is ``semantic_duplicate``;
+  the outcome is ``semantic_duplicate``. The collapses of a batch are one compare-and-set: one per write
+  made 16 writers whose writes all collapsed commit one after another (3.4 remembers/s in process, against
+  47/s with one per batch and its commit counted for self-compaction; medians of 2, a 640-row agent, on a
+  loaded 2-core machine);
 * similarity in [``MEMORY_CONTRADICTION_THRESHOLD``, ``..._MAX``) and the rules of
   :mod:`engram_pipeline.claims` fire: policy ``flag`` marks both rows ``contradicted`` (both stay in recall)
   with a ``contradicts`` link; policy ``supersede`` hides the older row behind the new one, audited.
@@ -31,6 +34,7 @@ import numpy as np
 from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_metadata, rows_to_table, utcnow
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.store import one_trip
+from engram_pipeline.store.access_log import overlay_pending
 from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.errors import MemoryNotFound
 from engram_pipeline.store.group_commit import GroupCommit
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
 
 NEIGHBOURS = 8
 # A search returning whole rows materialises every column of each hit, 1.6x the time of the CHECKED columns
-# at 100k rows with the vector index (bench/profile_remember.py); a collapse reads its one row whole
+# at 100k rows with the vector index (bench/profile_remember.py); a batch's collapses read their rows whole
 # (``_collapse``).
 
 
@@ -103,11 +107,20 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     in one commit where the rows do not touch one another.
 
     Exact duplicates against the store are found in one read for the whole batch; a row whose content an
-    earlier row of the batch has gets that row's result (``exact_duplicate`` of it once inserted). A row close
-    enough to a row of the batch not yet inserted that the judge would merge the pair or the contradiction
-    rules flag it first commits the rows before it, so its checks see them in the store. The rest of the
-    batch goes in one commit; contradictions found are recorded after it. A failure of one row is
-    returned for that row; nothing of a row that fails validation was ever queued (``new_row`` runs first).
+    earlier row of the batch has gets that row's result (``exact_duplicate`` of it once inserted; unless
+    that row collapsed, below). A row close enough to a row of the batch not yet inserted that the judge
+    would merge the pair or the contradiction rules flag it first commits the rows before it, so its checks
+    see them in the store. The rest of the batch goes in one commit; contradictions found are recorded
+    after it. A failure of one row is returned for that row; nothing of a row that fails validation was
+    ever queued (``new_row`` runs first).
+
+    The near duplicates of stored rows are decided in order but collapse together, in one compare-and-set
+    with each commit of the batch's rows (after the insert, before the contradictions are recorded: see
+    :meth:`_Pending.flush`). Deciding before the fold commits decides as after it: a collapse changes a
+    row's metadata, importance and version, never what the checks compare (content, kind, vector,
+    visibility), and the compare-and-set reads the rows it folds at their latest version. A row whose
+    content an earlier row of the batch folded into a stored row is checked itself (nothing of that content
+    is stored) and folds again, as it would after that write.
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
     versions, stored, neighbours = _first_reads(store, [row for row, _ in items])
@@ -118,6 +131,7 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     # after a commit of the batch).
     checked = {i: n for i, n in neighbours.items() if items[i][0]["content_hash"] not in stored}
     decisions = dict(zip(checked, decide_many(store, [(items[i][0], n) for i, n in checked.items()]), strict=True))
+    folded: dict[str, int] = {}  # content hash -> the last row of the batch with it that collapsed
     for i, (row, actor) in enumerate(items):
         digest = row["content_hash"]
         if digest in stored:
@@ -127,19 +141,27 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
             same_as[i] = first[digest]
             continue
         first[digest] = i
+        j = folded.get(digest)
+        if i not in neighbours and j in neighbours and items[j][0]["vector"] == row["vector"]:
+            neighbours[i] = neighbours[j]  # read for this vector, and a collapse moves nothing the checks read
         try:
             if pending.near(row):
                 pending.flush(out)
                 neighbours.clear()
                 decisions.clear()
-            decided = _check(store, row, actor=actor, neighbours=neighbours.get(i), decided=decisions.get(i))
+            decided = _check(store, row, neighbours=neighbours.get(i), decided=decisions.get(i))
         except Exception as exc:
             out[i] = exc
             continue
         if isinstance(decided, RememberResult):
             out[i] = decided
+        elif decided[0] is not None:
+            # Nothing of this content is stored: a later row with it is checked (and folds) in its turn.
+            del first[digest]
+            folded[digest] = i
+            pending.collapse(i, decided[0], row, actor)
         else:
-            pending.add(i, row, actor, decided)
+            pending.add(i, row, actor, decided[1])
     pending.flush(out)
     for i, j in same_as.items():
         told = out[j]
@@ -159,8 +181,7 @@ def _first_reads(
     they go unused). Both come from the write cache's views at that version (:mod:`.write_cache`), or, for
     the agents it does not keep, from the table in one trip (:mod:`.one_trip`: the lookup through the BTree
     index on ``content_hash`` and one multi-vector search per agent, at once). The neighbours are read
-    before any commit of the batch: after one (a flush, a collapse) the rows after it read theirs again (a
-    collapse only moves versions, which CAS re-reads)."""
+    before any commit of the batch: after one (a flush) the rows after it read theirs again."""
     first: dict[str, int] = {}
     for i, row in enumerate(rows):
         first.setdefault(row["content_hash"], i)
@@ -241,24 +262,17 @@ async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]
 
 
 def _stored_of(store: MemoryStore, rows: Sequence[Memory], hits: Sequence[Memory]) -> dict[str, Memory]:
-    """The stored row of each content hash ``hits`` found for ``rows``: their whole rows read in one trip
-    (the synchronous ``get_many`` is several trips through lancedb's event loop, each a hand-off between
-    threads that the writers waiting on a batch make slower: 15 ms per batch under 16 writers)."""
+    """The stored row of each content hash ``hits`` found for ``rows``: their whole rows, read in one trip
+    (:func:`_whole_rows`)."""
     if not hits:
         return {}
     shard = {r["content_hash"]: store.shard_of(r["agent_id"]) for r in rows}
     ids: dict[int, list[str]] = {}
     for h in hits:
         ids.setdefault(shard[h["content_hash"]], []).append(h["id"])
-    reads = [
-        one_trip.rows(store.shards[k].memories, f"id IN {in_list(group[i : i + 1000])}")
-        for k, group in ids.items()
-        for i in range(0, len(group), 1000)
-    ]
     found: dict[str, list[Memory]] = {}
-    for table in one_trip.run(one_trip.together(*reads)):
-        for r in table.to_pylist():
-            found.setdefault(r["content_hash"], []).append(r)
+    for r in _whole_rows(store, ids):
+        found.setdefault(r["content_hash"], []).append(r)
     return {digest: store._first_committed(group) for digest, group in found.items()}
 
 
@@ -310,13 +324,12 @@ def _check(
     store: MemoryStore,
     row: Memory,
     *,
-    actor: str,
     neighbours: list[Memory] | None = None,
     decided: tuple[Memory | None, Found] | None = None,
-) -> RememberResult | Found:
+) -> RememberResult | tuple[Memory | None, Found]:
     """The checks of one new row against the store (its ``neighbours`` and the decision on them if already
-    made): the result when it needs no insert (a racing writer's exact duplicate, or a near duplicate it
-    collapsed into), else the contradictions to record once inserted."""
+    made): the result when a racing writer stored its content since the exact check, else the decision (the
+    stored row it is a near duplicate of, or the contradictions to record once it is inserted)."""
     if neighbours is None:
         neighbours, decided = _current_neighbours(store, row), None
     if any(n["content_hash"] == row["content_hash"] for n in neighbours):
@@ -324,8 +337,7 @@ def _check(
         existing = store._by_hash(row["agent_id"], row["content_hash"])
         if existing is not None:
             return RememberResult(existing, "exact_duplicate")
-    same, found = _judge(store, row, neighbours) if decided is None else decided
-    return found if same is None else _collapse(store, same, row, actor=actor)
+    return _judge(store, row, neighbours) if decided is None else decided
 
 
 def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
@@ -334,17 +346,27 @@ def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tup
     return decide_many(store, [(row, neighbours)])[0]
 
 
+_Merge = tuple[int, Memory, Memory, str]
+"""A near duplicate waiting to collapse: its index in the batch, the stored row (as its check read it), the new
+row and its actor."""
+
+
 @dataclasses.dataclass
 class _Pending:
-    """The rows of a batch checked and waiting for their commit."""
+    """The rows of a batch checked and waiting for their commit: rows to insert (with the contradictions to
+    record) and near duplicates to fold into a stored row."""
 
     store: MemoryStore
     near_cosine: float
     checked_at: dict[int, int]  # per shard, the table version the batch's exact check read (or a later one)
     entries: list[tuple[int, Memory, str, Found]] = dataclasses.field(default_factory=list)
+    merges: list[_Merge] = dataclasses.field(default_factory=list)
 
     def add(self, index: int, row: Memory, actor: str, found: Found) -> None:
         self.entries.append((index, row, actor, found))
+
+    def collapse(self, index: int, into: Memory, row: Memory, actor: str) -> None:
+        self.merges.append((index, into, row, actor))
 
     def near(self, row: Memory) -> bool:
         """Whether the judge or the contradiction rules would act on ``row`` and a pending row of its agent
@@ -360,16 +382,27 @@ class _Pending:
         return same is not None or bool(found)
 
     def flush(self, out: list[RememberResult | BaseException | None]) -> None:
-        """Insert the pending rows in one commit, then record their contradictions; results go to ``out``."""
+        """Insert the pending rows in one commit, fold the pending near duplicates in one compare-and-set,
+        then record the inserted rows' contradictions; results go to ``out``.
+
+        The collapses go before the contradictions, as when each collapse committed at its row's check: a
+        contradiction's compare-and-set then reads a collapsed row as folded (and a collapse does not miss on
+        a row marked since its check)."""
         entries, self.entries = self.entries, []
-        if not entries:
-            return
+        merges, self.merges = self.merges, []
         store = self.store
-        try:
-            inserted = set(insert_new(store, [row for _, row, _, _ in entries], checked_at=self.checked_at))
-        except Exception as exc:  # nothing of the batch was acknowledged: every writer in it hears why
-            for index, *_ in entries:
-                out[index] = exc
+        inserted: set[str] | None = None
+        if entries:
+            try:
+                inserted = set(insert_new(store, [row for _, row, _, _ in entries], checked_at=self.checked_at))
+            except Exception as exc:  # nothing of the batch was acknowledged: every writer in it hears why
+                for index, *_ in entries:
+                    out[index] = exc
+        if merges:
+            _collapse(store, merges, out)
+            # a collapse moves its rows to a fragment of their own: a run of collapses alone starts compactions too
+            after_commit(store, {store.shard_of(row["agent_id"]) for _, _, row, _ in merges})
+        if inserted is None:
             return
         # Without contradictions the stored row is exactly the one written: converted here, not read.
         kept = [r for _, r, _, _ in entries if r["id"] in inserted]
@@ -394,19 +427,80 @@ def as_stored(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
     return rows_to_table(list(rows), store.memory_schema).to_pylist() if rows else []
 
 
-def _collapse(store: MemoryStore, existing: Memory, incoming: Memory, *, actor: str) -> RememberResult:
-    """Fold a near-duplicate write into ``existing`` (compare-and-set, one retry on a concurrent edit).
+def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberResult | BaseException | None]) -> None:
+    """Fold each near-duplicate write of ``merges`` into its stored row, in order, in one compare-and-set
+    (:func:`collapse_many`), then tell each writer its row as read after it.
 
-    A neighbour read with the :data:`CHECKED` columns only is read whole first. A version newer than the one
-    the checks saw is folded into as the compare-and-set's retry would have (it re-reads and folds again)."""
-    score = float(existing["_similarity"])
-    if not existing.keys() >= set(store.memory_schema.names):
-        whole = store.get_many([existing["id"]])
-        if not whole:
-            raise MemoryNotFound(existing["id"])
-        existing = {**whole[0], "_similarity": score}
-    collapse_many(store, [(existing, incoming, score)], actor=actor)
-    return RememberResult(store.get(existing["id"], track_access=False), "semantic_duplicate", score)
+    The stored rows are read whole first (a neighbour holds the :data:`CHECKED` columns only), at their
+    latest version: a row moved since the checks is folded into as the compare-and-set's retry would have
+    (it re-reads and folds again). A writer whose row is gone hears :class:`MemoryNotFound`; an error of a
+    read or of a compare-and-set reaches the writers it holds, and only them. The writers of several writes
+    into one row are all told the row with every fold of the batch (as a read after one's own collapse can
+    be under concurrent writers)."""
+    try:
+        whole = _rows_by_id(store, [into for _, into, _, _ in merges])
+    except Exception as exc:
+        _tell(out, merges, exc)
+        return
+    done: list[_Merge] = []
+    for merge in merges:
+        index, into, _, _ = merge
+        if into["id"] in whole:
+            done.append(merge)
+        else:
+            out[index] = MemoryNotFound(into["id"])
+    if not done:
+        return
+    try:
+        # One compare-and-set whatever the writers' actors: a collapse is not audited, and cas_write records
+        # the actor only in an audit event.
+        collapse_many(store, [(whole[into["id"]], row, _score(into)) for _, into, row, _ in done], actor=done[0][3])
+    except Exception as exc:
+        _tell(out, done, exc)
+        return
+    try:
+        read = _rows_by_id(store, [into for _, into, _, _ in done], as_get=True)
+    except Exception as exc:
+        _tell(out, done, exc)
+        return
+    for index, into, _, _ in done:
+        found = read.get(into["id"])
+        out[index] = (
+            MemoryNotFound(into["id"]) if found is None else RememberResult(found, "semantic_duplicate", _score(into))
+        )
+
+
+def _tell(out: list[RememberResult | BaseException | None], merges: Sequence[_Merge], exc: BaseException) -> None:
+    for index, *_ in merges:
+        out[index] = exc
+
+
+def _score(neighbour: Memory) -> float:
+    return float(neighbour["_similarity"])
+
+
+def _rows_by_id(store: MemoryStore, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
+    """The whole stored rows of the ids of ``rows`` (each with ``agent_id``), by id: one read per shard, in
+    one trip; ``as_get`` counts the reads logged but not yet folded, as :meth:`MemoryStore.get` does."""
+    ids = {k: list(dict.fromkeys(r["id"] for r in group)) for k, group in store._group(rows).items()}
+    return {r["id"]: r for r in _whole_rows(store, ids, as_get=as_get)}
+
+
+def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get: bool = False) -> list[Memory]:
+    """The whole rows of ``ids`` (by shard), read in one trip (the synchronous ``get_many`` is several trips
+    through lancedb's event loop, each a hand-off between threads that the writers waiting on a batch make
+    slower: 15 ms per batch under 16 writers); ``as_get`` counts the reads logged but not yet folded, as
+    :meth:`MemoryStore.get` does."""
+    chunks = [(k, group[i : i + 1000]) for k, group in ids.items() for i in range(0, len(group), 1000)]
+    if not chunks:
+        return []
+    reads = [one_trip.rows(store.shards[k].memories, f"id IN {in_list(chunk)}") for k, chunk in chunks]
+    out: list[Memory] = []
+    for (k, chunk), table in zip(chunks, one_trip.run(one_trip.together(*reads)), strict=True):
+        if as_get:
+            table = overlay_pending(table, store.shards[k].access_log.pending(ids=chunk))
+        out += table.to_pylist()
+    return out
 
 
 def collapse_many(store: MemoryStore, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str) -> None:

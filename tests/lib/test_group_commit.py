@@ -4,7 +4,9 @@ same batch is seen, and every writer is told the row that stayed."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import shutil
 import threading
 import time
 from collections import Counter
@@ -13,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.group_commit import GroupCommit
+from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import MAX_FRAGMENTS, compactions, fragments, wait_idle
 
 THRESHOLDS = dict(
@@ -184,3 +188,114 @@ def test_a_collapse_reinforces_a_real_zero_confidence_from_zero(tmp_path: Path, 
     again = store.remember("a", "Every night at two the deploy runs", vector=at_cosine(base, 0.98))
     assert again.outcome == "semantic_duplicate" and again.memory["id"] == first["id"]
     assert again.memory["confidence"] == pytest.approx(reinforce(0.0))  # was reinforce(0.5)
+
+
+def test_near_duplicates_of_stored_rows_in_one_batch_collapse_in_one_commit(tmp_path: Path, settings: Settings) -> None:
+    """A batch's collapses are one compare-and-set (one each serialised concurrent writers whose writes all
+    collapsed), with the outcomes, scores and rows that the same writes one after another give."""
+    store = open_store(tmp_path, settings)
+    bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(4)]
+    stored = [
+        store.remember("a", f"stored fact {k}: the queue drains at night", vector=b.tolist()).memory["id"]
+        for k, b in enumerate(bases)
+    ]
+    shutil.copytree(tmp_path / "store", tmp_path / "copy")
+    twin = MemoryStore.open(str(tmp_path / "copy"), settings=store.settings)
+    items = [
+        row(store, f"near duplicate {k}: at night the queue drains", at_cosine(b, 0.98, seed=k))
+        for k, b in enumerate(bases)
+    ]
+    items.append(row(store, "near duplicate 0 again: the queue drains at night", at_cosine(bases[0], 0.985, seed=7)))
+    # the content of item 1 again: nothing of it is stored, so it folds again, as a later write would
+    items.append(row(store, "NEAR duplicate 1:  at night the queue drains", items[1][0]["vector"]))
+    table = store.shard_for("a").memories
+    before = table.version
+    batch = wp.remember_batch(store, items)
+    assert table.version == before + 1
+    one_by_one = [wp.remember_batch(twin, [copy.deepcopy(item)])[0] for item in items]
+    assert told(batch) == told(one_by_one)
+    assert [(outcome, memory_id) for outcome, memory_id, _ in told(batch)] == [
+        ("semantic_duplicate", stored[k]) for k in (0, 1, 2, 3, 0, 1)
+    ]
+    assert folds(store) == folds(twin)
+    assert [count for _, count, *_ in folds(store)] == [2 if i in stored[:2] else 1 for i in sorted(stored)]
+    last = batch[4]  # the last write into row 0: told the row as its collapse left it
+    assert isinstance(last, RememberResult) and last.memory == store.get(stored[0], track_access=False)
+
+
+def told(results: list[RememberResult | BaseException]) -> list[tuple[str, str, float]]:
+    """What each writer was told: outcome, row id, score (to 6 places, as a duplicate match records it: a
+    multi-vector product and a single one round float32 differently)."""
+    out = []
+    for r in results:
+        assert isinstance(r, RememberResult) and r.score is not None
+        out.append((r.outcome, r.memory["id"], round(r.score, 6)))
+    return out
+
+
+def folds(store: MemoryStore) -> list[tuple[object, ...]]:
+    """Per row of agent ``a`` (by id): what collapses change, and each duplicate match but its time."""
+    out = []
+    for r in sorted(store.list_memories("a"), key=lambda r: r["id"]):
+        matches = [(m["match_id"], m["content"], m["score"]) for m in loads_metadata(r).get("duplicate_matches", [])]
+        out.append((r["id"], r["reinforcement_count"], r["confidence"], r["tags"], matches))
+    return out
+
+
+def test_a_failed_collapse_reaches_only_the_writers_it_folds(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(tmp_path, settings)
+    bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(2)]
+    for k, b in enumerate(bases):
+        store.remember("a", f"stored fact {k}: the queue drains at night", vector=b.tolist())
+
+    def boom(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(store, "cas_write", boom)
+    fresh = unit(np.random.default_rng(99).normal(size=DIM)).tolist()
+    items = [
+        row(store, "near duplicate 0: at night the queue drains", at_cosine(bases[0], 0.98)),
+        row(store, "An unrelated fact about lunch", fresh),
+        row(store, "near duplicate 1: at night the queue drains", at_cosine(bases[1], 0.98)),
+    ]
+    first, created, second = wp.remember_batch(store, items)
+    assert isinstance(first, RuntimeError) and isinstance(second, RuntimeError)
+    assert not isinstance(created, BaseException) and created.outcome == "created"
+    assert all(r["reinforcement_count"] == 0 for r in store.list_memories("a"))
+
+
+def test_a_collapse_into_a_row_edited_since_its_check_folds_into_the_edit(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(tmp_path, settings)
+    base = unit(np.random.default_rng(0).normal(size=DIM))
+    stored = store.remember("a", "Deploys run every night at two", vector=base.tolist()).memory
+    real, edited = store.cas_write, []
+
+    def edit_first(*args: object, **kwargs: object) -> object:
+        if kwargs.get("action") == "dedup" and not edited:  # a concurrent edit lands between read and commit
+            edited.append(store.update(stored["id"], expected_version=stored["version"], pinned=True))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "cas_write", edit_first)
+    (told,) = wp.remember_batch(store, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    assert not isinstance(told, BaseException) and told.outcome == "semantic_duplicate" and edited
+    assert told.memory == store.get(stored["id"], track_access=False)
+    assert told.memory["pinned"] and told.memory["reinforcement_count"] == 1  # the retry folded into the edit
+    assert told.memory["version"] == stored["version"] + 2
+
+
+def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settings: Settings) -> None:
+    store = open_store(tmp_path, settings)
+    n = MAX_FRAGMENTS + 40
+    bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(n)]
+    stored = [row(store, f"stored fact {k}: the queue drains at night", b.tolist()) for k, b in enumerate(bases)]
+    assert all(not isinstance(r, BaseException) for r in wp.remember_batch(store, stored))  # one fragment
+    for k, b in enumerate(bases):  # a collapse moves its row to a fragment of its own; nothing else is written
+        again = store.remember("a", f"near duplicate {k}: at night the queue drains", vector=at_cosine(b, 0.98, seed=k))
+        assert again.outcome == "semantic_duplicate"
+        wait_idle(store, 60)
+    assert compactions(store) >= 1
+    assert fragments(store) < MAX_FRAGMENTS

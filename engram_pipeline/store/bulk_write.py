@@ -152,42 +152,54 @@ def _stored_near(
     length) at cosine ``near`` or above (the candidates
     below it never act: :func:`.write_checks.decide_many`), as ``remember`` reads them (``_neighbours_of``).
 
-    An agent whose table has no vector index is searched by an exact scan either way: here by one read of its
-    visible vectors and one matrix product for all its rows of the batch (the within-batch product's cosines),
-    not by one scan per row. That read carries the :data:`.write_cache.CHECKED` columns, all the decisions
-    read of a candidate; a row a write collapses into is read whole later (:func:`_whole`). Reading every
-    candidate whole here (a second read, by id, of every column but the vector) and copying the whole row per
-    hit made this function 22% of a profiled 20,000-row import (bench_write_path.py's bulk rows), 13% since.
+    An agent whose table has no vector index is searched by an exact scan either way: here by one read of the
+    visible vectors of all such agents of the batch (one query per shard: one scan per agent, 40 for a
+    20,000-row import of 10 agents, took 1.3 of its 9.9 s of CPU), then one matrix product per agent for all its
+    rows of the batch (the within-batch product's cosines), not one scan per row. That read carries the
+    :data:`.write_cache.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
+    read whole later (:func:`_whole`). Reading every candidate whole here (a second read, by id, of every column
+    but the vector) and copying the whole row per hit made this function 22% of a profiled 20,000-row import
+    (bench_write_path.py's bulk rows), 13% since.
     """
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
     for i in todo:
         by_agent.setdefault(rows[i]["agent_id"], []).append((i, rows[i]))
     out: dict[int, list[Memory]] = {}
-    for agent_id, group in by_agent.items():
-        if any(idx.columns[0] == "vector" for idx in store.shard_for(agent_id).memories.list_indices()):
-            found = _neighbours_of(store, group)
-            out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in group)
+    indexed = {
+        k: any(idx.columns[0] == "vector" for idx in store.shards[k].memories.list_indices())
+        for k in {store.shard_of(a) for a in by_agent}
+    }
+    scanned = [a for a in by_agent if not indexed[store.shard_of(a)]]
+    searched = [x for a in by_agent if indexed[store.shard_of(a)] for x in by_agent[a]]
+    if searched:
+        found = _neighbours_of(store, searched)
+        out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in searched)
+    table = store.scan_agents(scanned, columns=[*CHECKED, "vector"], where=VISIBLE_SQL) if scanned else None
+    if table is None or not table.num_rows:
+        return out
+    checked = table.select(list(CHECKED)).to_pylist()
+    every = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
+    of_agent: dict[str, list[int]] = {}
+    for j, r in enumerate(checked):
+        of_agent.setdefault(r["agent_id"], []).append(j)
+    for agent_id in scanned:
+        if agent_id not in of_agent:
             continue
-        table = store.scan(agent_id, columns=[*CHECKED, "vector"], where=VISIBLE_SQL)
-        if not table.num_rows:
-            continue
-        checked = table.select(list(CHECKED)).to_pylist()
-        vecs = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
+        group, at = by_agent[agent_id], np.asarray(of_agent[agent_id], dtype=np.int64)
+        vecs = every[at]
         queries = unit[[i for i, _ in group]]
-        step = max(1, 2**24 // table.num_rows)  # bounds the block of cosines in memory
-        k = min(NEIGHBOURS, table.num_rows)
+        step = max(1, 2**24 // len(at))  # bounds the block of cosines in memory
+        k = min(NEIGHBOURS, len(at))
         for start in range(0, len(group), step):
             block = queries[start : start + step] @ vecs.T
             top = (
-                np.argpartition(-block, k - 1, axis=1)[:, :k]
-                if k < table.num_rows
-                else np.tile(np.arange(k), (len(block), 1))
+                np.argpartition(-block, k - 1, axis=1)[:, :k] if k < len(at) else np.tile(np.arange(k), (len(block), 1))
             )
             cos = np.take_along_axis(block, top, axis=1)
             order = np.argsort(-cos, axis=1, kind="stable")  # nearest first
             top, cos = np.take_along_axis(top, order, axis=1), np.take_along_axis(cos, order, axis=1)
             xs, ys = np.nonzero(cos >= near)  # by row, nearest first
-            for x, j, similarity in zip(xs.tolist(), top[xs, ys].tolist(), cos[xs, ys].tolist(), strict=True):
+            for x, j, similarity in zip(xs.tolist(), at[top[xs, ys]].tolist(), cos[xs, ys].tolist(), strict=True):
                 out.setdefault(group[start + x][0], []).append({**checked[j], "_similarity": similarity})
     return out
 

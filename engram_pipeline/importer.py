@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from engram_pipeline.lifecycle._gc import fewer_collections
 from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUMNS, STATUSES, Memory
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
@@ -118,33 +119,37 @@ def import_jsonl(
         raise ValueError(f"checks must be 'remember' or 'exact'; got {checks!r}")
     lines = created = duplicates = semantic = contradictions = batches = failed = 0
     errors: list[LineError] = []
-    for batch in _batches(_numbered(source), batch_size):
-        lines += len(batch)
-        checked_at = store.shard_versions()  # before the checks against the store: see write_path.insert_new
-        rows, dup, bad, restored = _validate_batch(store, batch)
-        if bad:
-            errors.extend(bad)
-            failed += 1
-            if on_error == "abort":
-                if progress:
-                    progress(len(batch))
-                break
-        if dry_run:
-            created += len(rows)  # what would be created
-        elif rows:
-            vectors = store.embed([r["content"] for r in rows])
-            for row, vec in zip(rows, vectors, strict=True):
-                row["vector"] = vec.tolist()
-            checked = [checks == "remember" and r["id"] not in restored for r in rows]
-            done = write_checked(store, rows, checked_at=checked_at, checked=checked, actor="import")
-            created += len(done.inserted)
-            dup += done.lost_races  # a concurrent writer stored the same content in between
-            semantic += done.semantic_duplicates
-            contradictions += done.contradictions
-            batches += 1
-        duplicates += dup
-        if progress:
-            progress(len(batch))
+    # A batch's checks allocate millions of small objects that outlive it (the per-text caches) or its checks
+    # (rows, candidates): at the default threshold, 11 full collections took 3.2 of 14.5 s of a 20,000-row
+    # checked import (bench_write_path.py --only bulk), under the sweep's raised threshold none.
+    with fewer_collections():
+        for batch in _batches(_numbered(source), batch_size):
+            lines += len(batch)
+            checked_at = store.shard_versions()  # before the checks against the store: see write_path.insert_new
+            rows, dup, bad, restored = _validate_batch(store, batch)
+            if bad:
+                errors.extend(bad)
+                failed += 1
+                if on_error == "abort":
+                    if progress:
+                        progress(len(batch))
+                    break
+            if dry_run:
+                created += len(rows)  # what would be created
+            elif rows:
+                vectors = store.embed([r["content"] for r in rows])
+                for row, vec in zip(rows, vectors, strict=True):
+                    row["vector"] = vec.tolist()
+                checked = [checks == "remember" and r["id"] not in restored for r in rows]
+                done = write_checked(store, rows, checked_at=checked_at, checked=checked, actor="import")
+                created += len(done.inserted)
+                dup += done.lost_races  # a concurrent writer stored the same content in between
+                semantic += done.semantic_duplicates
+                contradictions += done.contradictions
+                batches += 1
+            duplicates += dup
+            if progress:
+                progress(len(batch))
     return ImportReport(lines, created, duplicates, batches, tuple(errors), failed, dry_run, semantic, contradictions)
 
 

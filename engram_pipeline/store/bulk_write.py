@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_pipeline.model import Memory
+from engram_pipeline.store.errors import MemoryNotFound
+from engram_pipeline.store.write_cache import CHECKED
 from engram_pipeline.store.write_checks import decide_many, near_cosine
 from engram_pipeline.store.write_path import (
     NEIGHBOURS,
@@ -36,7 +38,6 @@ from engram_pipeline.store.write_path import (
     apply_contradictions,
     collapse_many,
     insert_new,
-    stored_columns,
 )
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
@@ -98,7 +99,7 @@ def write_checked(
     merges = [m for m in merges if m[0]["id"] not in gone]
     found = [f for f in found if f[0]["id"] not in gone and f[1]["id"] not in gone]
     if merges:
-        collapse_many(store, merges, actor=actor)
+        collapse_many(store, _whole(store, merges), actor=actor)
     apply_contradictions(store, found, actor=actor)
     return BulkWrite(tuple(inserted), len(new) - len(inserted), len(merges), len(found))
 
@@ -151,46 +152,68 @@ def _stored_near(
     length) at cosine ``near`` or above (the candidates
     below it never act: :func:`.write_checks.decide_many`), as ``remember`` reads them (``_neighbours_of``).
 
-    An agent whose table has no vector index is searched by an exact scan either way: here by one read of its
-    visible vectors and one matrix product for all its rows of the batch (the within-batch product's cosines),
-    not by one scan per row; only the rows that are candidates are read whole.
+    An agent whose table has no vector index is searched by an exact scan either way: here by one read of the
+    visible vectors of all such agents of the batch (one query per shard: one scan per agent, 40 for a
+    20,000-row import of 10 agents, took 1.3 of its 9.9 s of CPU), then one matrix product per agent for all its
+    rows of the batch (the within-batch product's cosines), not one scan per row. That read carries the
+    :data:`.write_cache.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
+    read whole later (:func:`_whole`). Reading every candidate whole here (a second read, by id, of every column
+    but the vector) and copying the whole row per hit made this function 22% of a profiled 20,000-row import
+    (bench_write_path.py's bulk rows), 13% since.
     """
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
     for i in todo:
         by_agent.setdefault(rows[i]["agent_id"], []).append((i, rows[i]))
     out: dict[int, list[Memory]] = {}
-    hits: list[tuple[int, str, float]] = []
-    for agent_id, group in by_agent.items():
-        if any(idx.columns[0] == "vector" for idx in store.shard_for(agent_id).memories.list_indices()):
-            found = _neighbours_of(store, group)
-            out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in group)
+    indexed = {
+        k: any(idx.columns[0] == "vector" for idx in store.shards[k].memories.list_indices())
+        for k in {store.shard_of(a) for a in by_agent}
+    }
+    scanned = [a for a in by_agent if not indexed[store.shard_of(a)]]
+    searched = [x for a in by_agent if indexed[store.shard_of(a)] for x in by_agent[a]]
+    if searched:
+        found = _neighbours_of(store, searched)
+        out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in searched)
+    table = store.scan_agents(scanned, columns=[*CHECKED, "vector"], where=VISIBLE_SQL) if scanned else None
+    if table is None or not table.num_rows:
+        return out
+    checked = table.select(list(CHECKED)).to_pylist()
+    every = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
+    of_agent: dict[str, list[int]] = {}
+    for j, r in enumerate(checked):
+        of_agent.setdefault(r["agent_id"], []).append(j)
+    for agent_id in scanned:
+        if agent_id not in of_agent:
             continue
-        table = store.scan(agent_id, columns=["id", "vector"], where=VISIBLE_SQL)
-        if not table.num_rows:
-            continue
-        ids = table["id"].to_pylist()
-        vecs = _unit(table["vector"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1))
+        group, at = by_agent[agent_id], np.asarray(of_agent[agent_id], dtype=np.int64)
+        vecs = every[at]
         queries = unit[[i for i, _ in group]]
-        step = max(1, 2**24 // len(ids))  # bounds the block of cosines in memory
-        k = min(NEIGHBOURS, len(ids))
+        step = max(1, 2**24 // len(at))  # bounds the block of cosines in memory
+        k = min(NEIGHBOURS, len(at))
         for start in range(0, len(group), step):
             block = queries[start : start + step] @ vecs.T
             top = (
-                np.argpartition(-block, k - 1, axis=1)[:, :k]
-                if k < len(ids)
-                else np.tile(np.arange(k), (len(block), 1))
+                np.argpartition(-block, k - 1, axis=1)[:, :k] if k < len(at) else np.tile(np.arange(k), (len(block), 1))
             )
             cos = np.take_along_axis(block, top, axis=1)
             order = np.argsort(-cos, axis=1, kind="stable")  # nearest first
             top, cos = np.take_along_axis(top, order, axis=1), np.take_along_axis(cos, order, axis=1)
-            for x, y in zip(*np.nonzero(cos >= near), strict=True):
-                hits.append((group[start + int(x)][0], ids[int(top[x, y])], float(cos[x, y])))
-    full = (
-        {r["id"]: r for r in store.get_many(list({h[1] for h in hits}), columns=stored_columns(store))} if hits else {}
-    )
-    for i, memory_id, similarity in hits:
-        out.setdefault(i, []).append({**full[memory_id], "_similarity": similarity})
+            xs, ys = np.nonzero(cos >= near)  # by row, nearest first
+            for x, j, similarity in zip(xs.tolist(), at[top[xs, ys]].tolist(), cos[xs, ys].tolist(), strict=True):
+                out.setdefault(group[start + x][0], []).append({**checked[j], "_similarity": similarity})
     return out
+
+
+def _whole(store: MemoryStore, merges: list[tuple[Memory, Memory, float]]) -> list[tuple[Memory, Memory, float]]:
+    """``merges`` with each existing row that was read with the :data:`.write_cache.CHECKED` columns only read
+    whole (a collapse writes from the whole row), as ``remember``'s collapse reads it."""
+    names = set(store.memory_schema.names)
+    partial = list(dict.fromkeys(e["id"] for e, _, _ in merges if not e.keys() >= names))
+    whole = {r["id"]: r for r in store.get_many(partial)} if partial else {}
+    if missing := set(partial) - whole.keys():
+        raise MemoryNotFound(min(missing))
+    read = [{**whole[e["id"]], "_similarity": e["_similarity"]} if e["id"] in whole else e for e, _, _ in merges]
+    return [(e, n, s) for e, (_, n, s) in zip(read, merges, strict=True)]
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

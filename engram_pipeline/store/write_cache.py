@@ -20,9 +20,20 @@ tests that), no other commit came between, so the views at the checked version p
 the table at the new version.
 
 **Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
-agents go first); an agent larger than half of that is not kept, and its writes read the table as before.
-0 turns the cache off. The search is exact cosine over the agent's visible rows (the table's search goes
-through the approximate vector index once one is built, so the cache finds at least as close neighbours).
+agents go first); an agent larger than half of that, or than :data:`MAX_AGENT_ROWS`, is not kept, and its
+writes read the table as before. 0 turns the cache off.
+
+**Why large agents read the table.** Every commit the write path did not make itself moves the version, and
+the store's own background compaction makes two or three every 32 or so writes; each makes the next write
+of every agent read its ``(id, version)`` again. That read grows with the agent (12 ms at 10k rows, a few at
+1k, on a quiet 2-core machine), and lancedb 0.40 offers no cheap way to tell a compaction's commit from a
+change of rows (no per-row commit version without stable row ids; listing versions reads every manifest,
+0.55 s at 1,000 versions). With 10 agents of 10k rows the views were refreshed on 95 of 200 writes and the
+p50 was 1.2-1.3x the table's reads (``bench/profile_remember.py --rows 100000``, alternated with them), so
+an agent past :data:`MAX_AGENT_ROWS` keeps the indexed search instead.
+
+The view's search is exact cosine over the agent's visible rows (the table's search goes through the
+approximate vector index once one is built, so the cache finds at least as close neighbours).
 
 >>> cache = WriteCache(max_rows=10)
 >>> cache.rows, cache.agents
@@ -54,6 +65,7 @@ CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
 # What a view keeps of a row: the checked columns and those the visibility rule reads.
 COLUMNS = (*CHECKED, "status", "superseded_by")
 IDLE_S = 30.0  # a view unused for this long may be evicted to admit another agent
+MAX_AGENT_ROWS = 5_000  # an agent with more rows is checked against the table (see the module docstring)
 
 _ID, _HASH, _VERSION, _STATUS, _SUPERSEDED_BY = (
     COLUMNS.index(c) for c in ("id", "content_hash", "version", "status", "superseded_by")
@@ -197,6 +209,11 @@ class WriteCache:
         self.rows = 0  # rows held over all views
 
     @property
+    def _largest(self) -> int:
+        """The most rows an agent's view may hold and be kept."""
+        return min(self.max_rows // 2, MAX_AGENT_ROWS)
+
+    @property
     def agents(self) -> int:
         return sum(len(v) for v in self._views.values())
 
@@ -227,12 +244,12 @@ class WriteCache:
                 out[a] = view  # valid at ``version`` for this batch, kept or not
                 if held[a] is not None and mine.get(a) is view:
                     mine.move_to_end(a)
-                    if view.live > self.max_rows // 2:
+                    if view.live > self._largest:
                         mine.pop(a)
                         self._not_kept[(shard, a)] = now + IDLE_S
                 elif held[a] is not None:
                     pass  # evicted meanwhile (an append elsewhere ran over the budget): used, not kept
-                elif view.live > self.max_rows // 2:
+                elif view.live > self._largest:
                     self._not_kept[(shard, a)] = now + 10 * IDLE_S  # it will still be too big for a while
                 elif not self._make_room(view.live, now):
                     self._not_kept[(shard, a)] = now + IDLE_S

@@ -13,21 +13,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.write_cache import AgentView, WriteCache
-
-THRESHOLDS = dict(
-    duplicate_threshold=0.97, merge_threshold=0.85, contradiction_threshold=0.8, contradiction_threshold_max=0.97
-)
-DIM = 384
-
-
-def unit(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v)
-
-
-def at_cosine(base: np.ndarray, cosine: float, seed: int = 1) -> list[float]:
-    w = np.random.default_rng(seed).normal(size=base.shape)
-    w = unit(w - (w @ base) * base)
-    return [float(x) for x in unit(cosine * base + np.sqrt(1 - cosine**2) * w)]
+from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
 
 def two_stores(tmp_path: Path, settings: Settings, **env: int) -> tuple[MemoryStore, MemoryStore]:

@@ -14,26 +14,11 @@ import pytest
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-
-THRESHOLDS = dict(
-    duplicate_threshold=0.97, merge_threshold=0.85, contradiction_threshold=0.8, contradiction_threshold_max=0.97
-)
-DIM = 384
+from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
 
 def open_store(tmp_path: Path, settings: Settings, **changes: object) -> MemoryStore:
     return MemoryStore.open(str(tmp_path / "store"), settings=settings.replace(**{**THRESHOLDS, **changes}))
-
-
-def unit(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v)
-
-
-def at_cosine(base: np.ndarray, cosine: float, seed: int = 1) -> list[float]:
-    """A unit vector whose cosine with unit ``base`` is exactly ``cosine`` (up to float32)."""
-    w = np.random.default_rng(seed).normal(size=base.shape)
-    w = unit(w - (w @ base) * base)
-    return [float(x) for x in unit(cosine * base + np.sqrt(1 - cosine**2) * w)]
 
 
 @pytest.fixture

@@ -85,17 +85,6 @@ def bare_commits(store: MemoryStore, n: int) -> list[float]:
     return out
 
 
-def first_writes(store: MemoryStore, seed: int) -> list[float]:
-    """One write to each agent: the first loads the agent's rows into the write cache (store/write_cache.py),
-    as a server's first write of an agent does; timed apart from the steady writes."""
-    out = []
-    for i, text in enumerate(texts(AGENTS, seed)):
-        t = time.perf_counter()
-        store.remember(f"agent-{i}", text, tier="ltm")
-        out.append(time.perf_counter() - t)
-    return out
-
-
 def bench_single(root: Path, small: int, large: int, n: int) -> None:
     p50 = {}
     print(f"\nsingle remember, one client, hashing, {n} writes (ms); floor: a bare one-row table.add, same dir")
@@ -108,7 +97,9 @@ def bench_single(root: Path, small: int, large: int, n: int) -> None:
     for size in (small, large):
         store = open_store(root, f"single-{size}", "hashing")
         fill(store, size, seed=size)
-        first = first_writes(store, seed=size + 2)
+        # one write to each agent: the first loads the agent's rows into the write cache (store/write_cache.py),
+        # as a server's first write of an agent does; timed apart from the steady writes
+        first = single_writes(store, AGENTS, seed=size + 2)
         cache = store.write_cache
         loads, refreshes = cache.loads, cache.refreshes
         calls = single_writes(store, n, seed=size + 1)

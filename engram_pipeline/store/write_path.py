@@ -487,8 +487,9 @@ def _rows_by_id(store: MemoryStore, rows: Sequence[Memory], *, as_get: bool = Fa
 
 
 def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get: bool = False) -> list[Memory]:
-    """The whole rows of ``ids`` (by shard), read in one trip (the synchronous ``get_many`` is several trips
-    through lancedb's event loop, each a hand-off between threads that the writers waiting on a batch make
+    """The whole rows of ``ids`` (by shard), every shard's read in one trip through lancedb's event loop
+    (``get_many`` looks the ids up shard after shard, not knowing where they are; the synchronous query it
+    used to run was several trips, each a hand-off between threads that the writers waiting on a batch make
     slower: 15 ms per batch under 16 writers); ``as_get`` counts the reads logged but not yet folded, as
     :meth:`MemoryStore.get` does."""
     chunks = [(k, group[i : i + 1000]) for k, group in ids.items() for i in range(0, len(group), 1000)]

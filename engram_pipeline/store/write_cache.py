@@ -227,7 +227,9 @@ class WriteCache:
             mine = self._views.setdefault(shard, OrderedDict())
             wanted = [a for a in dict.fromkeys(agent_ids) if self._not_kept.get((shard, a), 0.0) <= now]
             held = {a: mine.get(a) for a in wanted}
-            room = self.max_rows - self.rows + self._idle_rows(now)
+            # the room for new views (a sum over every view: only when an agent has none)
+            new = any(v is None for v in held.values())
+            room = self.max_rows - self.rows + self._idle_rows(now) if new else 0
         table = store.shards[shard].memories
         stale = {a: v for a, v in held.items() if v is not None and v.at != version}
         missing = [a for a, v in held.items() if v is None] if room > 0 else []

@@ -23,6 +23,7 @@ import argparse
 import cProfile
 import functools
 import io
+import os
 import pstats
 import shutil
 import subprocess
@@ -88,13 +89,14 @@ def instrument() -> None:
 def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | None = None) -> None:
     if filled is not None:  # a copy of a store filled before (by this script's fill), to skip the fill
         shutil.copytree(filled, root / f"p-{rows}")
+        os.sync()  # the copy's writeback would otherwise slow the commits timed next
     store = open_store(root, f"p-{rows}", "hashing")
     if filled is None:
         fill(store, rows, seed=rows)
     # warm the process (first query plans, imports, each agent's view in the write cache) outside the figures
     for i, text in enumerate(texts(AGENTS, seed=rows + 7)):
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
-    loads, refreshes = store.write_cache.loads, store.write_cache.refreshes
+    loads, refreshes, rereads = store.write_cache.loads, store.write_cache.refreshes, store.write_cache.rereads
     per_write: list[dict[str, float]] = []
     totals = []
     for i, text in enumerate(texts(writes, seed=rows + 1)):
@@ -112,8 +114,12 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
         vals = np.asarray([w.get(n, 0.0) for w in per_write]) * 1000
         share = sum(1 for w in per_write if n in w) / len(per_write)
         print(f"  {n:<34} {np.median(vals):>8.2f} {vals.mean():>8.2f} {share:>12.2f}")
-    loads, refreshes = store.write_cache.loads - loads, store.write_cache.refreshes - refreshes
-    print(f"  write cache during them: {loads} agents loaded, {refreshes} views refreshed")
+    cache = store.write_cache
+    loads, refreshes, rereads = cache.loads - loads, cache.refreshes - refreshes, cache.rereads - rereads
+    print(
+        f"  write cache during them: {loads} agents loaded, {refreshes} views refreshed "
+        f"({rereads} of them by reading their (id, version) whole)"
+    )
     if cprof:
         prof = cProfile.Profile()
         prof.enable()

@@ -37,7 +37,7 @@ from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sharding import by_shard, shard_of
-from engram_pipeline.store.shards import Shard, open_table
+from engram_pipeline.store.shards import CREATED_AT, Shard, open_table
 from engram_pipeline.store.sql import eq, in_list, lit
 from engram_pipeline.store.validation import check_vector
 from engram_pipeline.store.write_cache import WriteCache
@@ -512,12 +512,19 @@ class MemoryStore:
 
     def _first_committed(self, rows: Sequence[Memory], *, shard: Shard | None = None) -> Memory:
         """Of rows sharing a content hash (so of one agent, in one shard: ``shard``, default that of the first
-        row's ``agent_id``), the one whose commit came first: each commit adds at most one of them, so the
-        earliest table version holding any of them holds exactly that one (binary search)."""
+        row's ``agent_id``), the one whose commit came first: the lowest created version, where the table
+        keeps its rows' versions; else, since each commit adds at most one of them, the one the earliest
+        table version holding any of them holds (a binary search over the table's versions)."""
         if len(rows) == 1:
             return rows[0]
         shard = shard or self.shard_for(rows[0]["agent_id"])
         ids = [r["id"] for r in rows]
+        if shard.tracks_versions:  # each row says which version created it
+            q = shard.memories.search().where(f"id IN {in_list(ids)}").select(["id", CREATED_AT])
+            created = {r["id"]: r[CREATED_AT] for r in q.limit(None).to_arrow().to_pylist()}
+            if len(created) == len(ids):
+                first_id = min(ids, key=lambda i: (created[i], i))
+                return next(r for r in rows if r["id"] == first_id)
         versions = sorted(int(v["version"]) for v in shard.memories.list_versions())
         lo, hi = 0, len(versions) - 1
         try:

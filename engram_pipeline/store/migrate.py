@@ -18,9 +18,10 @@ A migration to ``N``:
 
 Killed anywhere, the next ``engram migrate --shards N`` resumes at the first target shard not done; before the
 switch the source tables are untouched, after it they are only garbage. Rows are copied as they are (every
-column, ``version`` included); the new ``memories`` tables get their BTree indexes, and the vector index is
-left to maintenance (``engram maintain``). Cost: each source table is read once per target shard (one
-source table in memory at a time).
+column, ``version`` included); the new ``memories`` tables are made with stable row ids
+(:func:`~engram_pipeline.store.shards.create_memories`, so a store made before them gets them) and get
+their BTree indexes, and the vector index is left to maintenance (``engram maintain``). Cost: each source
+table is read once per target shard (one source table in memory at a time).
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
@@ -51,7 +52,7 @@ from engram_pipeline.store.errors import InvalidInput, StoreError
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.meta import MIGRATION, SHARDS, read_meta, write_meta
 from engram_pipeline.store.sharding import is_shard_scope, shard_of
-from engram_pipeline.store.shards import open_table, schemas, table_name
+from engram_pipeline.store.shards import create_memories, open_table, schemas, table_name
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,11 @@ def _copy(db: Any, base: str, schema: pa.Schema, *, source: int, target: int, sh
             parts.append(rows.filter(pa.array(_shards_of(rows, base, target) == shard)))
     data = pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()
     name = table_name(base, shard, target)
-    if open_table(db, name) is not None:  # a killed run's copy, or a table an older layout left: replaced
+    if base == "memories":  # made anew, not overwritten: an overwrite would keep an old table's row ids
+        if open_table(db, name) is not None:  # a killed run's copy, or a table an older layout left
+            db.drop_table(name)
+        created = create_memories(db, name, schema, data)
+    elif open_table(db, name) is not None:  # a killed run's copy, or a table an older layout left: replaced
         created = db.create_table(name, data=data, schema=schema, mode="overwrite")
     else:
         created = db.create_table(name, data=data, schema=schema)

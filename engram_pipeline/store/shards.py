@@ -38,6 +38,31 @@ SIDE_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+# ``memories`` is created with stable row ids: Lance then keeps, per row, the table version that created it
+# and the last that changed it (``_row_created_at_version``, ``_row_last_updated_at_version``), through
+# compaction too, so the write cache can read only what changed since its views' version
+# (:mod:`engram_pipeline.store.write_cache`). A table made without them reads 1 for both on every row, and
+# the option cannot be turned on for a table that exists (an overwrite keeps the table's row ids), so a
+# table made with it says so in its schema's metadata (:data:`ROW_VERSIONS`).
+MEMORIES_OPTIONS = {"new_table_enable_stable_row_ids": "true"}
+ROW_VERSIONS = b"engram.row_versions"
+CREATED_AT, UPDATED_AT = "_row_created_at_version", "_row_last_updated_at_version"  # Lance's per-row versions
+
+
+def create_memories(
+    db: Any, name: str, schema: pa.Schema, data: pa.Table | None = None, *, exist_ok: bool = False
+) -> Any:
+    """A new ``memories`` table ``name`` with stable row ids, marked so, holding ``data``."""
+    marked = schema.with_metadata({**(schema.metadata or {}), ROW_VERSIONS: b"1"})
+    rows = None if data is None else data.cast(marked)
+    return db.create_table(name, data=rows, schema=marked, exist_ok=exist_ok, storage_options=MEMORIES_OPTIONS)
+
+
+def tracks_versions(table: Any) -> bool:
+    """Whether ``table`` (a ``memories``) keeps its rows' created and last-changed versions."""
+    return (table.schema.metadata or {}).get(ROW_VERSIONS) == b"1"
+
+
 def table_name(base: str, shard: int, shards: int) -> str:
     """The name of table ``base`` (one of :data:`~engram_pipeline.store.maintenance.TABLES`) of ``shard``."""
     return base if shards == 1 else f"{base}_s{shard}of{shards}"
@@ -55,7 +80,11 @@ class Shard:
         self.index = index
         self.count = count
         memories = open_table(db, self.name("memories"))
-        self.memories = memories or db.create_table(self.name("memories"), schema=memory_schema, exist_ok=True)
+        if memories is None:  # exist_ok: when another process made it first, that one
+            self.memories = create_memories(db, self.name("memories"), memory_schema, exist_ok=True)
+        else:
+            self.memories = memories
+        self.tracks_versions = tracks_versions(self.memories)
         self.links = Links(self._table(db, "links"))
         self.audit = AuditLog(self._table(db, "audit"), memory_schema)
         self.plans = Plans(self._table(db, "plans"))

@@ -9,28 +9,32 @@ whether it is visible, with a map from content hash to rows.
 
 **Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
 the table's latest version is still that one (one version read per batch, 0.26 ms). The label is always the
-version read *before* the rows, so a view can hold newer rows than its label says, never older ones; a
-commit anyone made since (another process, a pass, a collapse in this process) moves the version and the
-view is brought up to date before use: one read of ``(id, version)`` for the agent's rows, then the rows
-that are new or whose version moved (every change to a row's content, vector or status is a compare-and-set
-that moves its version; the access-log fold's counters and compaction leave the checked columns alone).
-The write path's own appends keep the views fresh without a read: when the append's commit is the version
+version read *before* the rows, so a view can hold newer rows than its label says, never older ones. The
+write path's own appends keep the views fresh without a read: when the append's commit is the version
 right after the one the batch checked against (:func:`engram_pipeline.store.write_path.insert_new` already
 tests that), no other commit came between, so the views at the checked version plus the appended rows are
-the table at the new version.
+the table at the new version. Any other commit (another process, a pass, a collapse in this process, a
+compaction) moves the version, and the view is brought up to date before use:
+
+- **catch-up** (:func:`_catch_up`), in a ``memories`` made with stable row ids
+  (:data:`~engram_pipeline.store.shards.MEMORIES_OPTIONS`; every table this store makes): Lance keeps each
+  row's created and last-changed version, through compaction too, so one query reads the agents' rows
+  created or changed since the oldest label, and one index-backed count of their rows tells whether any
+  were deleted (a deletion leaves no changed row behind). The other views written in the last
+  :data:`IDLE_S` come along in the same query (up to :data:`CATCH_UP_WITH`), so a compaction's commit costs
+  one catch-up, not one per agent. At 100k rows the query takes 3-4 ms and the count 0.5 ms, whatever the
+  agent's size;
+- **re-read** (:func:`_refresh`), in a table made before, or for an agent whose rows were deleted: one read
+  of the agent's ``(id, version)``, then the rows that are new or whose version moved (every change to a
+  row's content, vector or status is a compare-and-set that moves its version; the access-log fold's
+  counters leave the checked columns alone). It grows with the agent: 8-12 ms at 10k rows.
 
 **Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
-agents go first); an agent larger than half of that, or than :data:`MAX_AGENT_ROWS`, is not kept, and its
-writes read the table as before. 0 turns the cache off.
-
-**Why large agents read the table.** Every commit the write path did not make itself moves the version, and
-the store's own background compaction makes two or three every 32 or so writes; each makes the next write
-of every agent read its ``(id, version)`` again. That read grows with the agent (12 ms at 10k rows, a few at
-1k, on a quiet 2-core machine), and lancedb 0.40 offers no cheap way to tell a compaction's commit from a
-change of rows (no per-row commit version without stable row ids; listing versions reads every manifest,
-0.55 s at 1,000 versions). With 10 agents of 10k rows the views were refreshed on 95 of 200 writes and the
-p50 was 1.2-1.3x the table's reads (``bench/profile_remember.py --rows 100000``, alternated with them), so
-an agent past :data:`MAX_AGENT_ROWS` keeps the indexed search instead.
+agents go first); an agent larger than half of that is not kept, and its writes read the table as before;
+0 turns the cache off. In a table made before stable row ids an agent past :data:`MAX_AGENT_ROWS` is not
+kept either: the store's own background compaction makes two or three commits every 32 or so writes, and
+each re-read cost more than the indexed search (10 agents of 10k rows: views re-read on 95 of 200 writes,
+p50 1.2-1.3x the table's reads, ``bench/profile_remember.py --rows 100000``).
 
 The view's search is exact cosine over the agent's visible rows (the table's search goes through the
 approximate vector index once one is built, so the cache finds at least as close neighbours).
@@ -51,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_pipeline.store import one_trip
+from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT
 from engram_pipeline.store.sql import eq, in_list
 from engram_pipeline.visibility import is_visible
 
@@ -65,7 +70,8 @@ CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
 # What a view keeps of a row: the checked columns and those the visibility rule reads.
 COLUMNS = (*CHECKED, "status", "superseded_by")
 IDLE_S = 30.0  # a view unused for this long may be evicted to admit another agent
-MAX_AGENT_ROWS = 5_000  # an agent with more rows is checked against the table (see the module docstring)
+CATCH_UP_WITH = 64  # other views a catch-up brings along (see WriteCache.views)
+MAX_AGENT_ROWS = 5_000  # in a table without row versions, an agent with more rows is checked against the table
 
 _ID, _HASH, _VERSION, _STATUS, _SUPERSEDED_BY = (
     COLUMNS.index(c) for c in ("id", "content_hash", "version", "status", "superseded_by")
@@ -205,13 +211,14 @@ class WriteCache:
         self._not_kept: dict[tuple[int, str], float] = {}  # agent -> until when its writes read the table
         self._lock = threading.Lock()
         self.loads = 0  # agents read whole
-        self.refreshes = 0  # views brought up to date by an (id, version) read
+        self.refreshes = 0  # views brought up to date
+        self.rereads = 0  # of those, views brought by reading their agent's (id, version) whole
         self.rows = 0  # rows held over all views
 
-    @property
-    def _largest(self) -> int:
-        """The most rows an agent's view may hold and be kept."""
-        return min(self.max_rows // 2, MAX_AGENT_ROWS)
+    def _largest(self, tracked: bool) -> int:
+        """The most rows an agent's view may hold and be kept (in a table that does or does not keep its
+        rows' versions)."""
+        return self.max_rows // 2 if tracked else min(self.max_rows // 2, MAX_AGENT_ROWS)
 
     @property
     def agents(self) -> int:
@@ -230,10 +237,14 @@ class WriteCache:
             # the room for new views (a sum over every view: only when an agent has none)
             new = any(v is None for v in held.values())
             room = self.max_rows - self.rows + self._idle_rows(now) if new else 0
+            tracked = store.shards[shard].tracks_versions
+            stale = [v for v in held.values() if v is not None and v.at != version]
+            if stale and tracked:  # the same query brings the other views written lately: one, not one each
+                stale += _lately_used((v for a, v in reversed(mine.items()) if a not in held), version, now)
         table = store.shards[shard].memories
-        stale = {a: v for a, v in held.items() if v is not None and v.at != version}
+        largest = self._largest(tracked)
         missing = [a for a, v in held.items() if v is None] if room > 0 else []
-        self.refreshes += _bring_to(store, table, list(stale.values()), version)
+        self._count(_bring_to(store, table, stale, version, tracked=tracked))
         loaded = one_trip.run(_load(store, table, missing, version)) if missing else {}
         self.loads += len(loaded)
         out: dict[str, AgentView] = {}
@@ -246,12 +257,12 @@ class WriteCache:
                 out[a] = view  # valid at ``version`` for this batch, kept or not
                 if held[a] is not None and mine.get(a) is view:
                     mine.move_to_end(a)
-                    if view.live > self._largest:
+                    if view.live > largest:
                         mine.pop(a)
                         self._not_kept[(shard, a)] = now + IDLE_S
                 elif held[a] is not None:
                     pass  # evicted meanwhile (an append elsewhere ran over the budget): used, not kept
-                elif view.live > self._largest:
+                elif view.live > largest:
                     self._not_kept[(shard, a)] = now + 10 * IDLE_S  # it will still be too big for a while
                 elif not self._make_room(view.live, now):
                     self._not_kept[(shard, a)] = now + IDLE_S
@@ -284,6 +295,10 @@ class WriteCache:
             while self.rows > self.max_rows and self._drop_oldest(float("inf")):
                 pass
 
+    def _count(self, brought: tuple[int, int]) -> None:
+        self.refreshes += brought[0]
+        self.rereads += brought[1]
+
     def clear(self) -> None:
         with self._lock:
             self._views.clear()
@@ -315,18 +330,60 @@ class WriteCache:
         return True
 
 
-def _bring_to(store: MemoryStore, table: Any, views: Sequence[AgentView], version: int) -> int:
-    """Bring ``views`` to ``version`` (under their locks; one already there meanwhile is skipped)."""
+def _lately_used(views: Iterable[AgentView], version: int, now: float) -> list[AgentView]:
+    """Of ``views`` (most recently used first), those used in the last :data:`IDLE_S` and not at ``version``,
+    at most :data:`CATCH_UP_WITH` of them."""
+    out: list[AgentView] = []
+    for view in views:
+        if len(out) == CATCH_UP_WITH or now - view.used > IDLE_S:
+            break
+        if view.at != version:
+            out.append(view)
+    return out
+
+
+def _bring_to(
+    store: MemoryStore, table: Any, views: Sequence[AgentView], version: int, *, tracked: bool
+) -> tuple[int, int]:
+    """Bring ``views`` to ``version`` (under their locks, taken in agent order so that two callers cannot
+    hold each other's; one already there meanwhile is skipped): through :func:`_catch_up` when the table
+    keeps its rows' versions, else (or where rows were deleted) through :func:`_refresh`. The number of
+    views brought, and of those brought by :func:`_refresh`."""
+    views = sorted(views, key=lambda v: v.agent_id)
     for view in views:
         view.lock.acquire()
     try:
         behind = [v for v in views if v.at != version]
-        if behind:
-            one_trip.run(_refresh(store, table, behind, version))
-        return len(behind)
+        reread = one_trip.run(_catch_up(table, behind, version)) if tracked and behind else behind
+        if reread:
+            one_trip.run(_refresh(store, table, reread, version))
+        return len(behind), len(reread)
     finally:
         for view in views:
             view.lock.release()
+
+
+async def _catch_up(table: Any, stale: Sequence[AgentView], version: int) -> list[AgentView]:
+    """Bring ``stale`` to ``version`` by reading their agents' rows created or changed since the oldest
+    view's version, in one query. A deletion leaves no such row: the agents' row count, read first, is then
+    below what their views hold once the rows are in, and each agent's own count names the views left for
+    :func:`_refresh` (returned; also those of agents a row was added to after the count, to be safe)."""
+    by_agent = {v.agent_id: v for v in stale}
+    agents = f"agent_id IN {in_list(list(by_agent))}"
+    since = min(v.at for v in stale)
+    count = int(await table._table.count_rows(agents))
+    found = await one_trip.rows(
+        table, f"{agents} AND ({UPDATED_AT} > {since} OR {CREATED_AT} > {since})", columns=[*COLUMNS, "vector"]
+    )
+    _add_table(by_agent, found)
+    behind: list[AgentView] = []
+    if count != sum(v.live for v in stale):
+        counts = await one_trip.together(*(table._table.count_rows(eq("agent_id", a)) for a in by_agent))
+        behind = [v for v, n in zip(by_agent.values(), counts, strict=True) if int(n) != v.live]
+    for view in stale:
+        if view not in behind:
+            view.at = version
+    return behind
 
 
 async def _load(store: MemoryStore, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
@@ -338,22 +395,25 @@ async def _load(store: MemoryStore, table: Any, agents: Sequence[str], version: 
 
 
 async def _refresh(store: MemoryStore, table: Any, stale: Sequence[AgentView], version: int) -> None:
-    """Bring each stale view to ``version``: read its agent's ``(id, version)``, drop the rows gone, read
-    again the rows new or moved."""
-    listed = await one_trip.together(
-        *(one_trip.rows(table, eq("agent_id", v.agent_id), columns=["id", "version"]) for v in stale)
-    )
+    """Bring each stale view to ``version``: read its agent's ``(id, version)`` (one query for all of them),
+    drop the rows gone, read again the rows new or moved."""
+    by_agent = {v.agent_id: v for v in stale}
+    listed = await one_trip.rows(table, f"agent_id IN {in_list(list(by_agent))}", columns=["agent_id", "id", "version"])
+    current: dict[str, dict[str, int]] = {a: {} for a in by_agent}
+    for agent, memory_id, row_version in zip(
+        *(listed.column(c).to_pylist() for c in ("agent_id", "id", "version")), strict=True
+    ):
+        current[agent][memory_id] = row_version
     changed: list[str] = []
-    for view, now in zip(stale, listed, strict=True):
+    for agent, view in by_agent.items():
+        now = current[agent]
         have = view.versions()
-        ids, versions = now.column("id").to_pylist(), now.column("version").to_pylist()
-        current = dict(zip(ids, versions, strict=True))
-        view.remove([i for i in have if i not in current])
-        changed += [i for i, v in current.items() if have.get(i) != v]
+        view.remove([i for i in have if i not in now])
+        changed += [i for i, v in now.items() if have.get(i) != v]
     for start in range(0, len(changed), 1000):
         chunk = changed[start : start + 1000]
         found = await one_trip.rows(table, f"id IN {in_list(chunk)}", columns=[*COLUMNS, "vector"])
-        _add_table({v.agent_id: v for v in stale}, found)
+        _add_table(by_agent, found)
     for view in stale:
         view.at = version
 

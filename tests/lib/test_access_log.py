@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pytest
 
 from engram_pipeline.importer import export_rows
 from engram_pipeline.lifecycle.health import health
@@ -19,6 +20,7 @@ from engram_pipeline.model import utcnow
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.maintenance import MAX_VECTOR_SEGMENTS
+from tests.stores import pre_row_versions
 
 
 def versions(table: Any) -> int:
@@ -135,7 +137,22 @@ def test_promotion_and_maintenance_fold_the_log(store: MemoryStore) -> None:
     assert report.accesses_folded == 1 and store.access_log.table.count_rows() == 0
 
 
+def test_a_fold_leaves_the_rows_it_counts_in_the_vector_index(store_uri: str, settings: Settings) -> None:
+    """``memories`` has stable row ids: an update that leaves the vector alone keeps its row indexed."""
+    store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=100))
+    rows = distinct_rows(store, 300)
+    store.maintain()
+    store.log_access(rows[:200])
+    fold = store.fold_access("alice")
+    assert fold.applied == 200 and not fold.reindexed
+    assert store.memories.index_stats("vector_idx").num_unindexed_rows == 0
+
+
 def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings: Settings) -> None:
+    """In a table made before stable row ids, each row a fold counts leaves the vector index."""
+    if settings.shards != 1:
+        pytest.skip("the table of a one-shard store")
+    pre_row_versions(store_uri, settings.hashing_dim)
     store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=100))
     rows = distinct_rows(store, 300)
     store.maintain()
@@ -149,6 +166,10 @@ def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings
 
 
 def test_maintenance_rebuilds_an_index_split_by_refreshes(store_uri: str, settings: Settings) -> None:
+    """Folds split the index as they re-index the rows they rewrote, in a table made before stable row ids."""
+    if settings.shards != 1:
+        pytest.skip("the table of a one-shard store")
+    pre_row_versions(store_uri, settings.hashing_dim)
     store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=1))
     rows = distinct_rows(store, 300)
     store.maintain()

@@ -18,7 +18,8 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, MigrationInProgress, ShardCountMismatch, StoreError
 from engram_pipeline.store.maintenance import TABLES
 from engram_pipeline.store.migrate import migrate
-from engram_pipeline.store.shards import table_name
+from engram_pipeline.store.shards import CREATED_AT, table_name
+from tests.stores import pre_row_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -83,6 +84,21 @@ def test_one_to_four_to_two_to_one_loses_nothing(store_uri: str) -> None:
     assert names == sorted([f"{b}.lance" for b in TABLES] + ["meta.lance"])  # the old layouts were dropped
     store = MemoryStore.open(store_uri, settings=settings(1))
     assert store.recall("agent-3", "prefers tea", k=1)[0].memory["content"] == "agent-3 prefers tea"
+
+
+def test_a_store_made_before_stable_row_ids_gets_them(store_uri: str) -> None:
+    """The copies are new tables: a migration brings an older store's ``memories`` to stable row ids, so
+    its write cache catches up instead of re-reading agents."""
+    pre_row_versions(store_uri, settings(1).hashing_dim)
+    build(store_uri)
+    assert not MemoryStore.open(store_uri, settings=settings(1)).shards[0].tracks_versions
+    before = snapshot(store_uri, 1)
+    migrate(store_uri, shards=2, settings=settings(1))
+    store = MemoryStore.open(store_uri, settings=settings(2))
+    assert all(shard.tracks_versions for shard in store.shards) and snapshot(store_uri, 2) == before
+    store.remember("agent-1", "a fact written after the migration")
+    k = store.shard_of("agent-1")
+    assert store.shards[k].memories.count_rows(f"{CREATED_AT} > 1") == 1
 
 
 def test_migrating_to_the_current_count_changes_nothing(store_uri: str) -> None:

@@ -13,18 +13,41 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.write_cache import AgentView, WriteCache
+from tests.stores import pre_row_versions
 from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
 
-def two_stores(tmp_path: Path, settings: Settings, **env: int) -> tuple[MemoryStore, MemoryStore]:
-    """Two stores on one directory, each with its own cache: what two processes see."""
+def two_stores(
+    tmp_path: Path, settings: Settings, *, row_versions: bool = True, **env: int
+) -> tuple[MemoryStore, MemoryStore]:
+    """Two stores on one directory, each with its own cache: what two processes see. ``row_versions=False``:
+    a store whose ``memories`` was made before it had stable row ids, so the views are brought up to date
+    by reading their agents' ``(id, version)``."""
     s = settings.replace(**THRESHOLDS, **env)
     uri = str(tmp_path / "store")
-    return MemoryStore.open(uri, settings=s), MemoryStore.open(uri, settings=s)
+    if not row_versions:
+        pre_row_versions(uri, DIM)
+    here, there = MemoryStore.open(uri, settings=s), MemoryStore.open(uri, settings=s)
+    assert here.shards[0].tracks_versions is row_versions
+    return here, there
 
 
-def test_a_write_from_elsewhere_is_seen_by_the_next_check(tmp_path: Path, settings: Settings) -> None:
-    here, there = two_stores(tmp_path, settings)
+@pytest.fixture(params=[True, False], ids=["row-versions", "no-row-versions"])
+def row_versions(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def caught_up_without_rereading(store: MemoryStore, row_versions: bool) -> None:
+    """With row versions, every view was brought up to date from the rows that changed; without, by rereads."""
+    cache = store.write_cache
+    assert cache.refreshes >= 1
+    assert (cache.rereads == 0) if row_versions else (cache.rereads == cache.refreshes)
+
+
+def test_a_write_from_elsewhere_is_seen_by_the_next_check(
+    tmp_path: Path, settings: Settings, row_versions: bool
+) -> None:
+    here, there = two_stores(tmp_path, settings, row_versions=row_versions)
     base = unit(np.random.default_rng(0).normal(size=DIM))
     here.remember("a", "the first fact", vector=[float(x) for x in unit(np.random.default_rng(9).normal(size=DIM))])
     assert here.write_cache.agents == 1  # the agent's view is held
@@ -34,11 +57,11 @@ def test_a_write_from_elsewhere_is_seen_by_the_next_check(tmp_path: Path, settin
     near = here.remember("a", "nearly what the other process wrote", vector=at_cosine(base, 0.99))
     assert near.outcome == "semantic_duplicate"
     assert near.memory["id"] == made.memory["id"]
-    assert here.write_cache.refreshes >= 1
+    caught_up_without_rereading(here, row_versions)
 
 
-def test_a_row_hidden_elsewhere_stops_being_a_neighbour(tmp_path: Path, settings: Settings) -> None:
-    here, there = two_stores(tmp_path, settings)
+def test_a_row_hidden_elsewhere_stops_being_a_neighbour(tmp_path: Path, settings: Settings, row_versions: bool) -> None:
+    here, there = two_stores(tmp_path, settings, row_versions=row_versions)
     base = unit(np.random.default_rng(1).normal(size=DIM))
     old = here.remember("a", "a fact that will be archived", vector=[float(x) for x in base]).memory
     there.cas_write([{"id": old["id"], "version": old["version"], "status": "archived"}], actor="test", action="test")
@@ -46,14 +69,46 @@ def test_a_row_hidden_elsewhere_stops_being_a_neighbour(tmp_path: Path, settings
     assert near.outcome == "created"  # an archived row is not recalled, so nothing collapses into it
     # the exact check covers hidden rows, as the table's lookup on content_hash does
     assert here.remember("a", "a fact that will be archived").outcome == "exact_duplicate"
+    caught_up_without_rereading(here, row_versions)
 
 
-def test_an_edit_elsewhere_is_what_the_checks_see(tmp_path: Path, settings: Settings) -> None:
-    here, there = two_stores(tmp_path, settings)
+def test_an_edit_elsewhere_is_what_the_checks_see(tmp_path: Path, settings: Settings, row_versions: bool) -> None:
+    here, there = two_stores(tmp_path, settings, row_versions=row_versions)
     row = here.remember("a", "the meeting is in room four").memory
     there.update(row["id"], expected_version=row["version"], content="lunch is at noon on fridays")
     assert here.remember("a", "the meeting is in room four").outcome == "created"
     assert here.remember("a", "Lunch is at noon on Fridays").outcome == "exact_duplicate"
+    caught_up_without_rereading(here, row_versions)
+
+
+def test_a_row_deleted_elsewhere_is_gone_from_the_view(tmp_path: Path, settings: Settings) -> None:
+    """A deletion leaves no changed row to read: the agent's row count, below what the view holds, sends
+    the view to the whole ``(id, version)`` read."""
+    here, there = two_stores(tmp_path, settings)
+    gone = here.remember("a", "a fact that will be deleted").memory
+    kept = here.remember("a", "a fact that stays").memory
+    there.delete(gone["id"], expected_version=gone["version"], actor="test")
+    assert here.remember("a", "a fact that will be deleted").outcome == "created"
+    assert here.remember("a", "a fact that stays").memory["id"] == kept["id"]
+    assert here.write_cache.rereads == 1
+
+
+def test_a_compaction_elsewhere_reads_no_row_again(tmp_path: Path, settings: Settings) -> None:
+    """Compaction and index commits move the table's version but change no row: the views catch up by
+    reading nothing but the count, and still decide as before."""
+    here, there = two_stores(tmp_path, settings)
+    base = unit(np.random.default_rng(5).normal(size=DIM))
+    first = here.remember("a", "the fact before compaction", vector=[float(x) for x in base]).memory
+    for i in range(3):
+        here.remember("a", f"another fact {i}")
+    version = there.memories.version
+    there.maintain()
+    assert there.memories.version > version
+    (view,) = here.write_cache.views(here, 0, here.memories.version, ["a"]).values()
+    assert view.at == here.memories.version and view.live == 4
+    near = here.remember("a", "nearly the fact before compaction", vector=at_cosine(base, 0.99))
+    assert near.outcome == "semantic_duplicate" and near.memory["id"] == first["id"]
+    assert here.write_cache.refreshes >= 1 and here.write_cache.rereads == 0
 
 
 def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, settings: Settings) -> None:

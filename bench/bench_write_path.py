@@ -90,10 +90,10 @@ def bench_single(root: Path, small: int, large: int, n: int) -> None:
     print(f"\nsingle remember, one client, hashing, {n} writes (ms); floor: a bare one-row table.add, same dir")
     print("  (after one first write per agent, which reads its rows into the write cache: 'first' p50 / max;")
     cache_rows = Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}).write_cache_rows  # as open_store opens them
-    print(f"  ENGRAM_WRITE_CACHE_ROWS={cache_rows}; loads and refreshes of agents'")
-    print("  views during the timed writes: 'loads', 'refreshes')")
+    print(f"  ENGRAM_WRITE_CACHE_ROWS={cache_rows}; loads and refreshes of agents' views during the timed")
+    print("  writes: 'loads', 'refreshes', and 'rereads', the refreshes that read the agent's (id, version) whole)")
     head = f"{'rows in store':<16} {'p50':>8} {'p99':>8} {'fragments after':>16} {'floor p50':>10} {'floor p99':>10}"
-    print(f"{head} {'first p50':>10} {'first max':>10} {'loads':>6} {'refreshes':>10}")
+    print(f"{head} {'first p50':>10} {'first max':>10} {'loads':>6} {'refreshes':>10} {'rereads':>8}")
     for size in (small, large):
         store = open_store(root, f"single-{size}", "hashing")
         fill(store, size, seed=size)
@@ -101,14 +101,16 @@ def bench_single(root: Path, small: int, large: int, n: int) -> None:
         # as a server's first write of an agent does; timed apart from the steady writes
         first = single_writes(store, AGENTS, seed=size + 2)
         cache = store.write_cache
-        loads, refreshes = cache.loads, cache.refreshes
+        before = cache.loads, cache.refreshes, cache.rereads
         calls = single_writes(store, n, seed=size + 1)
-        loads, refreshes = cache.loads - loads, cache.refreshes - refreshes
+        loads, refreshes, rereads = (
+            now - then for now, then in zip((cache.loads, cache.refreshes, cache.rereads), before, strict=True)
+        )
         floor = bare_commits(store, n)
         p50[size] = ms(calls, 50)
         line = f"{size:<16} {p50[size]:>8.1f} {ms(calls, 99):>8.1f} {fragments(store):>16}"
         line += f" {ms(floor, 50):>10.1f} {ms(floor, 99):>10.1f} {ms(first, 50):>10.1f} {ms(first, 100):>10.1f}"
-        print(f"{line} {loads:>6} {refreshes:>10}", flush=True)
+        print(f"{line} {loads:>6} {refreshes:>10} {rereads:>8}", flush=True)
     print(f"p50 at {large} / p50 at {small}: {p50[large] / p50[small]:.2f}x (target <= 1.5x)")
 
 

@@ -98,10 +98,11 @@ def write_checked(
     gone = batch_ids - set(inserted)
     merges = [m for m in merges if m[0]["id"] not in gone]
     found = [f for f in found if f[0]["id"] not in gone and f[1]["id"] not in gone]
-    if merges:
-        collapse_many(store, _whole(store, merges), actor=actor)
+    # a row deleted or edited without pause meanwhile is not folded into (remember would tell its writer so)
+    failed = collapse_many(store, _whole(store, merges), actor=actor) if merges else {}
     apply_contradictions(store, found, actor=actor)
-    return BulkWrite(tuple(inserted), len(new) - len(inserted), len(merges), len(found))
+    folded = sum(1 for existing, _, _ in merges if existing["id"] not in failed)
+    return BulkWrite(tuple(inserted), len(new) - len(inserted), folded, len(found))
 
 
 class _Pools:

@@ -36,7 +36,7 @@ from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.access_log import overlay_pending
 from engram_pipeline.store.cas import CasResult, _with_retry
-from engram_pipeline.store.errors import MemoryNotFound
+from engram_pipeline.store.errors import MemoryNotFound, StoreError, VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
@@ -454,9 +454,17 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
     try:
         # One compare-and-set whatever the writers' actors: a collapse is not audited, and cas_write records
         # the actor only in an audit event.
-        collapse_many(store, [(whole[into["id"]], row, _score(into)) for _, into, row, _ in done], actor=done[0][3])
+        failed = collapse_many(
+            store, [(whole[into["id"]], row, _score(into)) for _, into, row, _ in done], actor=done[0][3]
+        )
     except Exception as exc:
         _tell(out, done, exc)
+        return
+    for index, into, _, _ in done:
+        if into["id"] in failed:
+            out[index] = failed[into["id"]]
+    done = [m for m in done if m[1]["id"] not in failed]
+    if not done:
         return
     try:
         read = _rows_by_id(store, [into for _, into, _, _ in done], as_get=True)
@@ -504,10 +512,15 @@ def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get:
     return out
 
 
-def collapse_many(store: MemoryStore, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str) -> None:
+def collapse_many(
+    store: MemoryStore, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str
+) -> dict[str, StoreError]:
     """Fold each ``(existing, incoming, score)`` near-duplicate write into its existing row, in one
-    compare-and-set batch (one retry on a concurrent edit); several writes into one row are folded in order,
-    as that many collapses one after another would leave it."""
+    compare-and-set batch; several writes into one row are folded in order, as that many collapses one after
+    another would leave it. A row edited meanwhile is read again and folded into as it now is, for up to
+    :data:`COLLAPSE_ROUNDS` rounds (each a compare-and-set and its retry). Returns, by row id, what the
+    writers of each row it could not fold into are told: :class:`MemoryNotFound` for a row deleted meanwhile,
+    :class:`VersionConflict` for one still being edited."""
     into: dict[str, list[tuple[Memory, float]]] = {}
     rows: dict[str, Memory] = {}
     for existing, incoming, score in merges:
@@ -531,14 +544,28 @@ def collapse_many(store: MemoryStore, merges: Sequence[tuple[Memory, Memory, flo
             folded["importance"], folded["importance_factors"] = importance, factors
         return {k: folded[k] for k in _COLLAPSED} | {"version": row["version"]}
 
-    store.cas_write(
-        [change(r) for r in rows.values()],
-        recompute=lambda fresh: [change(r) for r in fresh],
-        actor=actor,
-        action="dedup",
-    )
+    pending, missed = list(rows.values()), list(rows)
+    for _ in range(COLLAPSE_ROUNDS):
+        result = store.cas_write(
+            [change(r) for r in pending],
+            recompute=lambda fresh: [change(r) for r in fresh],
+            actor=actor,
+            action="dedup",
+        )
+        missed = list(result.skipped_concurrent_edit)
+        pending = store.get_many(missed) if missed else []
+        if not pending:
+            break
+    current = {r["id"]: int(r["version"]) for r in pending}
+    return {
+        i: VersionConflict(i, expected=int(rows[i]["version"]), current=current[i])
+        if i in current
+        else MemoryNotFound(i)
+        for i in missed
+    }
 
 
+COLLAPSE_ROUNDS = 4  # rounds a collapse gives the concurrent edits of its row before its writers hear a conflict
 # The columns a collapse changes (with ``id`` and the ``version`` it was decided on).
 _COLLAPSED = ("id", "metadata", "importance", "importance_factors", "reinforcement_count", "confidence", "tags")
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram_pipeline.model import loads_metadata
+from engram_pipeline.model import Memory, loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import write_path as wp
+from engram_pipeline.store.errors import VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import MAX_FRAGMENTS, compactions, fragments, wait_idle
@@ -271,6 +272,63 @@ def test_a_collapse_into_a_row_edited_since_its_check_folds_into_the_edit(
     assert told.memory == store.get(stored["id"], track_access=False)
     assert told.memory["pinned"] and told.memory["reinforcement_count"] == 1  # the retry folded into the edit
     assert told.memory["version"] == stored["version"] + 2
+
+
+def edited_while_folding(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch, *, edits: int
+) -> tuple[MemoryStore, Memory, RememberResult | BaseException, int]:
+    """A near-duplicate write of a stored row that another process edits right before each of the collapse's
+    commits (before its compare-and-set and again after each re-read), ``edits`` times at most; what the
+    writer was told, and how many edits landed."""
+    store = open_store(tmp_path, settings)
+    there = open_store(tmp_path, settings)
+    base = unit(np.random.default_rng(0).normal(size=DIM))
+    stored = store.remember("a", "Deploys run every night at two", vector=base.tolist()).memory
+    real_cas, real_get, landed = store.cas_write, store.get_many, []
+
+    def edit() -> None:
+        if len(landed) < edits:
+            now = there.get(stored["id"], track_access=False)
+            landed.append(there.update(stored["id"], expected_version=now["version"], tags=[f"edit-{len(landed)}"]))
+
+    def cas_write(*args: object, **kwargs: object) -> object:
+        if kwargs.get("action") != "dedup":
+            return real_cas(*args, **kwargs)  # type: ignore[arg-type]
+        edit()
+        monkeypatch.setattr(store, "get_many", get_many)
+        try:
+            return real_cas(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            monkeypatch.setattr(store, "get_many", real_get)
+
+    def get_many(*args: object, **kwargs: object) -> object:
+        found = real_get(*args, **kwargs)  # type: ignore[arg-type]
+        edit()  # after the compare-and-set's re-read, before its retry
+        return found
+
+    monkeypatch.setattr(store, "cas_write", cas_write)
+    (told,) = wp.remember_batch(store, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    return store, stored, told, len(landed)
+
+
+def test_a_collapse_folds_into_a_row_edited_through_its_first_round(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, stored, told, landed = edited_while_folding(tmp_path, settings, monkeypatch, edits=2)
+    assert landed == 2 and not isinstance(told, BaseException) and told.outcome == "semantic_duplicate"
+    now = store.get(stored["id"], track_access=False)
+    assert now["reinforcement_count"] == 1 and now["version"] == stored["version"] + 3  # two edits, one fold
+    assert "edit-1" in now["tags"]
+
+
+def test_a_collapse_into_a_row_edited_through_every_round_tells_its_writer(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not acknowledged as folded when it was not: the writer hears the conflict and may write again."""
+    store, stored, told, landed = edited_while_folding(tmp_path, settings, monkeypatch, edits=100)
+    assert landed == 2 * wp.COLLAPSE_ROUNDS
+    assert isinstance(told, VersionConflict) and told.memory_id == stored["id"]
+    assert store.get(stored["id"], track_access=False)["reinforcement_count"] == 0
 
 
 def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settings: Settings) -> None:

@@ -38,6 +38,7 @@ from engram_pipeline.store.write_path import (
     apply_contradictions,
     collapse_many,
     insert_new,
+    rows_by_id,
 )
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
@@ -209,9 +210,9 @@ def _whole(store: MemoryStore, merges: list[tuple[Memory, Memory, float]]) -> li
     """``merges`` with each existing row that was read with the :data:`.write_cache.CHECKED` columns only read
     whole (a collapse writes from the whole row), as ``remember``'s collapse reads it."""
     names = set(store.memory_schema.names)
-    partial = list(dict.fromkeys(e["id"] for e, _, _ in merges if not e.keys() >= names))
-    whole = {r["id"]: r for r in store.get_many(partial)} if partial else {}
-    if missing := set(partial) - whole.keys():
+    partial = [e for e, _, _ in merges if not e.keys() >= names]
+    whole = rows_by_id(store, partial) if partial else {}
+    if missing := {e["id"] for e in partial} - whole.keys():
         raise MemoryNotFound(min(missing))
     read = [{**whole[e["id"]], "_similarity": e["_similarity"]} if e["id"] in whole else e for e, _, _ in merges]
     return [(e, n, s) for e, (_, n, s) in zip(read, merges, strict=True)]

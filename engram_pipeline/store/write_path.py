@@ -438,7 +438,7 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
     into one row are all told the row with every fold of the batch (as a read after one's own collapse can
     be under concurrent writers)."""
     try:
-        whole = _rows_by_id(store, [into for _, into, _, _ in merges])
+        whole = rows_by_id(store, [into for _, into, _, _ in merges])
     except Exception as exc:
         _tell(out, merges, exc)
         return
@@ -467,7 +467,7 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
     if not done:
         return
     try:
-        read = _rows_by_id(store, [into for _, into, _, _ in done], as_get=True)
+        read = rows_by_id(store, [into for _, into, _, _ in done], as_get=True)
     except Exception as exc:
         _tell(out, done, exc)
         return
@@ -487,7 +487,7 @@ def _score(neighbour: Memory) -> float:
     return float(neighbour["_similarity"])
 
 
-def _rows_by_id(store: MemoryStore, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
+def rows_by_id(store: MemoryStore, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
     """The whole stored rows of the ids of ``rows`` (each with ``agent_id``), by id: one read per shard, in
     one trip; ``as_get`` counts the reads logged but not yet folded, as :meth:`MemoryStore.get` does."""
     ids = {k: list(dict.fromkeys(r["id"] for r in group)) for k, group in store._group(rows).items()}

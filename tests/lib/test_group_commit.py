@@ -18,6 +18,7 @@ import pytest
 from engram_pipeline.model import Memory, loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store import self_compaction as sc
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.errors import VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
@@ -164,6 +165,35 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
     assert compactions(store) >= 1
     assert fragments(store) < MAX_FRAGMENTS
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
+
+
+def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each background compaction leaves every row indexed at the cost of the new rows (a delta segment per
+    index); the scalar indexes' segments are merged once one has MERGE_SCALAR_SEGMENTS, and look-ups through
+    them find every row."""
+    monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
+    monkeypatch.setattr(sc, "CHECK_EVERY", 1)
+    monkeypatch.setattr(sc, "MERGE_SCALAR_SEGMENTS", 3)
+    store = open_store(tmp_path, settings)
+    facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the queue" for i in range(40)]
+    ids = [store.remember("a", facts[0]).memory["id"]]
+    store.maintain()  # the scalar indexes
+    segments: list[int] = []
+    for fact in facts[1:]:
+        ids.append(store.remember("a", fact).memory["id"])
+        wait_idle(store, 60)
+        segments.append(max(i.num_segments for i in store.memories.list_indices()))
+    assert compactions(store) >= 8
+    # a compaction that brings an index to 3 segments merges them: each grew to 2, then went back to 1, again and again
+    assert max(segments) == 2 and segments[-10:].count(1) >= 3
+    indexes = {i.name: i for i in store.memories.list_indices()}
+    assert {"agent_id_idx", "id_idx", "content_hash_idx"} <= indexes.keys()
+    assert all(i.num_unindexed_rows < 4 for i in indexes.values())  # only the rows since the last compaction
+    assert [store.get(i, track_access=False)["content"] for i in ids] == facts
+    assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)
+    assert store.memories.count_rows() == len(facts)
 
 
 def test_a_collapse_reinforces_a_real_zero_confidence_from_zero(tmp_path: Path, settings: Settings) -> None:

@@ -133,3 +133,19 @@ def test_the_core_library_and_cli_import_without_any_extra() -> None:
     out = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("ok")
+
+
+def test_pylance_is_the_lance_built_into_lancedb() -> None:
+    """The store commits to one dataset through lancedb's own copy of the lance crates and through ``pylance``
+    (store/self_compaction.py): both must be one lance release. With pylance 9.0.0 beside lancedb 0.40's lance
+    13.0.0, ``optimize_indices`` hung for seconds on end and failed on index files it could not find."""
+    import lance
+    import lancedb
+
+    binary = next(Path(lancedb.__file__).parent.glob("_lancedb*.so"))
+    built_in = set(re.findall(rb"lance-core-(\d+\.\d+\.\d+)", binary.read_bytes()))
+    assert built_in, f"no lance-core version string in {binary}"
+    assert built_in == {lance.__version__.encode()}, (
+        f"lancedb {lancedb.__version__} is built with lance {sorted(v.decode() for v in built_in)}, "
+        f"pylance is {lance.__version__}: pin pylance in pyproject.toml to the built-in release"
+    )

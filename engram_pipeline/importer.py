@@ -193,6 +193,7 @@ def _validate_batch(
     rows: list[tuple[int, Memory]] = []
     errors: list[LineError] = []
     restored: set[str] = set()
+    named_lines: set[int] = set()  # lines that give their row's id
     for n, item in batch:
         try:
             line = _parse(item)
@@ -200,6 +201,8 @@ def _validate_batch(
         except (ValueError, TypeError) as exc:
             errors.append(LineError(n, str(exc)))
             continue
+        if line.get("id") is not None:
+            named_lines.add(n)
         if STORE_FIELDS & line.keys():
             restored.add(rows[-1][1]["id"])
     unparsed = len(errors)
@@ -213,11 +216,11 @@ def _validate_batch(
         elif row["content_hash"] not in seen_hash:
             seen_hash.add(row["content_hash"])
             fresh.append((n, row))
-    # Against the store, in two batched reads: content already there, and ids taken by other content.
+    # Against the store, in two batched reads: content already there, and ids taken by other content (only an
+    # id a line names can be: the store's own are fresh uuid4s).
     hashes = store.existing_hashes([r["content_hash"] for _, r in fresh])
-    taken = {
-        r["id"]: r["content_hash"] for r in store.get_many([r["id"] for _, r in fresh], columns=["id", "content_hash"])
-    }
+    named = [r["id"] for n, r in fresh if n in named_lines]
+    taken = {r["id"]: r["content_hash"] for r in store.get_many(named, columns=["id", "content_hash"])} if named else {}
     out: list[Memory] = []
     for n, row in fresh:
         if row["content_hash"] in hashes:

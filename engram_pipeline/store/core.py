@@ -351,12 +351,16 @@ class MemoryStore:
 
     def existing_hashes(self, hashes: Sequence[str]) -> set[str]:
         """Which of ``hashes`` (content hashes, any agent) some stored row has."""
+        reads = [
+            one_trip.rows(
+                shard.memories, f"content_hash IN {in_list(hashes[start : start + 1000])}", columns=["content_hash"]
+            )
+            for shard in self.shards
+            for start in range(0, len(hashes), 1000)
+        ]
         found: set[str] = set()
-        for shard in self.shards:
-            for start in range(0, len(hashes), 1000):
-                chunk = hashes[start : start + 1000]
-                rows = shard.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["content_hash"])
-                found.update(rows.limit(None).to_arrow()["content_hash"].to_pylist())
+        for rows in one_trip.run(one_trip.together(*reads)):  # every chunk of every shard in one trip
+            found.update(rows["content_hash"].to_pylist())
         return found
 
     def nearest(

@@ -61,6 +61,65 @@ def test_hashing_is_deterministic_across_processes() -> None:
     np.testing.assert_array_equal(runs[0], HashingEmbedder(384).embed(TEXTS))
 
 
+def _hashed_feature_by_feature(texts: list[str], dim: int) -> np.ndarray:
+    """The feature scheme of ``embed/hashing.py`` written out plainly, one feature at a time (the code before
+    the vocabulary arrays): unigrams, bigrams and padded trigrams, each family normalised, weighted 1, 0.5, 1."""
+    import re
+    import zlib
+
+    from engram_pipeline.embed.base import l2_normalise
+
+    def slot(feature: str) -> tuple[int, float]:
+        h = zlib.crc32(feature.encode("utf-8"))
+        return h % dim, 1.0 if (h >> 31) & 1 else -1.0
+
+    blocks = np.zeros((3, len(texts), dim))
+    for i, text in enumerate(texts):
+        words = re.findall(r"\w+", text.lower()) or ([text.strip()] if text.strip() else [])
+        features = [(0, f"w:{w}") for w in words] + [(1, f"b:{a} {b}") for a, b in zip(words, words[1:], strict=False)]
+        features += [(2, f"c:{f'<{w}>'[k : k + 3]}") for w in words for k in range(len(w))]
+        for family, feature in features:
+            col, sign = slot(feature)
+            blocks[family, i, col] += sign
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for family, weight in enumerate((1.0, 0.5, 1.0)):
+        if blocks[family].any():
+            out += weight * l2_normalise(blocks[family])
+    return l2_normalise(out)
+
+
+def test_hashing_gives_the_vectors_of_adding_feature_by_feature(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bit for bit, across a vocabulary that grows past its first arrays and starts again at its limit, in
+    batches and one text at a time, and from threads sharing one embedder."""
+    import engram_pipeline.embed.hashing as hashing
+
+    rng = np.random.default_rng(7)
+    letters = list("abcdefghijklmnopqrstuvwxyzäößé日本")
+    words = ["".join(rng.choice(letters, size=rng.integers(1, 12))) for _ in range(3000)]
+    texts = [" ".join(rng.choice(words, size=rng.integers(0, 20))) for _ in range(1500)]
+    texts += ["", "   ", "!!!", " ?? ", "a", "a a a a", "x" * 300, "Ünïcode STRASSE straße", "tab\tand\nnewline"]
+    for dim in (384, 16):
+        want = _hashed_feature_by_feature(texts, dim)
+        monkeypatch.setattr(hashing, "_CACHE_LIMIT", 2000)  # the vocabulary starts again mid-run
+        embedder = HashingEmbedder(dim)
+        np.testing.assert_array_equal(
+            np.vstack([embedder.embed(texts[k : k + 400]) for k in range(0, len(texts), 400)]), want
+        )
+        np.testing.assert_array_equal(np.vstack([embedder.embed([t]) for t in texts[:200]]), want[:200])
+        monkeypatch.setattr(hashing, "_CACHE_LIMIT", 500_000)
+        shared, got = HashingEmbedder(dim), {}
+
+        def embed_part(k: int, shared: HashingEmbedder = shared, got: dict[int, np.ndarray] = got) -> None:
+            got[k] = np.vstack([shared.embed(texts[j : j + 7]) for j in range(k * 280, (k + 1) * 280, 7)])
+
+        threads = [threading.Thread(target=embed_part, args=(k,)) for k in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        np.testing.assert_array_equal(np.vstack([got[k] for k in range(5)]), want[:1400])
+
+
 def test_hashing_ranks_a_rewording_above_an_unrelated_sentence() -> None:
     v = HashingEmbedder().embed(TEXTS[:3])
     assert v[0] @ v[1] > 0.8 > 0.1 > v[0] @ v[2]

@@ -1,6 +1,9 @@
 """Dependencies of the routes: the store, the caller, and the memory or agent a route acts on.
 
 Authentication, tenancy (403) and not-found (404) are decided here, once; routes receive what they may touch.
+The dependencies that only read the app's state (the store, the caller, a scope check) are ``async``: FastAPI
+runs a synchronous dependency in its thread pool, a hand-off to a worker thread and back for each, which cost
+more than the dependency itself. Those that read the store stay synchronous, off the event loop.
 A memory id of an agent the caller may not access is answered exactly like an unknown id (404), so a key
 cannot probe which ids exist elsewhere; agent ids in paths and bodies stay 403 (they are the key's scope).
 """
@@ -46,7 +49,7 @@ class ApiState:
                 self.ready = True
 
 
-def get_state(request: Request) -> ApiState:
+async def get_state(request: Request) -> ApiState:
     state: ApiState | None = getattr(request.app.state, "engram", None)
     if state is None:  # the lifespan did not run (or failed to open the store)
         raise HTTPException(503, "the memory store is not open")
@@ -56,7 +59,7 @@ def get_state(request: Request) -> ApiState:
 StateDep = Annotated[ApiState, Depends(get_state)]
 
 
-def get_store(state: StateDep) -> MemoryStore:
+async def get_store(state: StateDep) -> MemoryStore:
     return state.store
 
 
@@ -65,7 +68,7 @@ StoreDep = Annotated[MemoryStore, Depends(get_store)]
 bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer <token>`")
 
 
-def get_caller(
+async def get_caller(
     request: Request,
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
@@ -94,7 +97,7 @@ def authorize(caller: Caller, agent_id: str) -> None:
         raise HTTPException(403, f"API key {caller.name!r} may not access agent {agent_id!r}")
 
 
-def get_admin(caller: CallerDep) -> Caller:
+async def get_admin(caller: CallerDep) -> Caller:
     if not caller.admin:
         raise HTTPException(403, f"API key {caller.name!r} is not an admin key; lifecycle passes need one")
     return caller
@@ -103,13 +106,13 @@ def get_admin(caller: CallerDep) -> Caller:
 AdminDep = Annotated[Caller, Depends(get_admin)]
 
 
-def get_remember_body(body: RememberRequest, caller: CallerDep) -> RememberRequest:
+async def get_remember_body(body: RememberRequest, caller: CallerDep) -> RememberRequest:
     """A remember request for an agent the caller may write to (else 403)."""
     authorize(caller, body.agent_id)
     return body
 
 
-def get_recall_body(body: RecallRequest, caller: CallerDep) -> RecallRequest:
+async def get_recall_body(body: RecallRequest, caller: CallerDep) -> RecallRequest:
     """A recall request for an agent the caller may read (else 403)."""
     authorize(caller, body.agent_id)
     return body
@@ -123,7 +126,7 @@ AgentIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern
 PlanIdPath = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 
 
-def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
+async def get_agent(agent_id: AgentIdPath, caller: CallerDep) -> str:
     authorize(caller, agent_id)
     return agent_id
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import MemoryStore
+from engram_pipeline.store import MemoryStore, write_cache
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.write_cache import AgentView, WriteCache
 from tests.stores import pre_row_versions
@@ -37,6 +37,13 @@ def row_versions(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
 
 
+@pytest.fixture(autouse=True, params=[0.0, 2.0], ids=["versions-only", "agents-and-versions"])
+def catch_up_query(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test with both shapes of the catch-up's query: on the rows' versions alone (the agents hold
+    most of the table) and on the agents' filter too."""
+    monkeypatch.setattr(write_cache, "BROAD", request.param)
+
+
 def caught_up_without_rereading(store: MemoryStore, row_versions: bool) -> None:
     """With row versions, every view was brought up to date from the rows that changed; without, by rereads."""
     cache = store.write_cache
@@ -53,6 +60,7 @@ def test_a_write_from_elsewhere_is_seen_by_the_next_check(
     assert here.write_cache.agents == 1  # the agent's view is held
     made = there.remember("a", "written by the other process", vector=[float(x) for x in base])
     assert made.outcome == "created"
+    there.remember("b", "another agent's row, which the catch-up of a's view leaves out", vector=at_cosine(base, 0.99))
     assert here.remember("a", "Written by the other  process").outcome == "exact_duplicate"
     near = here.remember("a", "nearly what the other process wrote", vector=at_cosine(base, 0.99))
     assert near.outcome == "semantic_duplicate"

@@ -18,6 +18,15 @@ A search visits every segment of the vector index; past :data:`MAX_SEGMENTS` the
 as one, in the same background thread. That bound is looser than maintenance's
 (:data:`~engram_pipeline.store.maintenance.MAX_VECTOR_SEGMENTS`): a rebuild costs about 30 s at 100k rows on 2
 cores, so it should come every thousand-odd writes, not every few hundred.
+
+**Giving way.** A lance step commits at its end and, when another commit took the version it meant to write,
+rebases and tries again after a pause. Under a steady stream of single writes it can lose that race time after
+time: in a trace of 300 writes at 100k rows (about one run in five) one ``optimize_indices`` retried its
+commit for 2.6 s (its manifest written and its transaction file deleted, again and again) with its threads
+nearly idle, and a single compaction outlasted every write, leaving 270-311 fragments. So a step still
+running after :data:`STALL_S` closes the shard's gate: the write path's appends wait at it
+(:func:`give_way`, at most :data:`GATE_S`) until the step returns, and the step's next try wins. A step that
+is quick, as nearly all are (30-150 ms), never closes it.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from lance.dataset import LanceDataset
@@ -41,6 +50,8 @@ CHECK_EVERY = 8  # write-path commits between two reads of the fragment count
 MAX_SEGMENTS = 32  # rebuild the vector index once it has this many segments
 # Merge the scalar indexes' delta segments once one has this many (each compaction adds one per index)
 MERGE_SCALAR_SEGMENTS = 8
+STALL_S = 0.5  # a lance step still running after this long closes the shard's gate to the write path's appends
+GATE_S = 1.0  # the longest an append waits at a closed gate
 
 
 class _State:
@@ -48,6 +59,9 @@ class _State:
         self.commits = 0
         self.running: threading.Thread | None = None
         self.compactions = 0
+        self.open = threading.Event()  # the gate (see the module): set while appends may go ahead
+        self.open.set()
+        self.closed = 0  # how many times a stalled step closed it
 
 
 # Per shard (each shard's ``memories`` table compacts on its own): keyed by the store's Shard object.
@@ -79,6 +93,31 @@ def _after_commit(shard: Shard) -> None:
         state.running.start()
 
 
+def give_way(shard: Shard) -> None:
+    """Before an append to ``shard``'s ``memories``: wait while a stalled compaction step of it holds the gate
+    closed (module doc), at most :data:`GATE_S`."""
+    state = _states.get(shard)
+    if state is not None and not state.open.is_set():
+        state.open.wait(GATE_S)
+
+
+def _giving_way(state: _State, step: Callable[[], Any]) -> Any:
+    """Run ``step``; if it is still running after :data:`STALL_S`, close the gate until it returns."""
+
+    def close() -> None:
+        state.closed += 1
+        state.open.clear()
+
+    timer = threading.Timer(STALL_S, close)
+    timer.daemon = True
+    timer.start()
+    try:
+        return step()
+    finally:
+        timer.cancel()
+        state.open.set()
+
+
 def fragments(store: MemoryStore) -> int:
     """The number of fragments of ``memories`` (of the shard that has the most)."""
     return max(_fragments(shard.memories) for shard in store.shards)
@@ -107,7 +146,7 @@ def _compact(table: Any, state: _State) -> None:
 
     try:
         try:
-            _, why = yielding(table, lambda: _compact_files(table), attempts=6)
+            _, why = yielding(table, lambda: _compact_files(table, state), attempts=6)
         except Exception:  # lance's own steps failed: the whole-table optimize still compacts, at its cost
             log.exception("compaction through lance failed; optimizing the whole table instead")
             optimize_table(table)  # logs a compaction it left for later
@@ -119,8 +158,12 @@ def _compact(table: Any, state: _State) -> None:
         indexes = table.list_indices()
         scalar = [i.name for i in indexes if i.columns[0] != "vector"]
         if max((i.num_segments for i in indexes if i.name in scalar), default=0) >= MERGE_SCALAR_SEGMENTS:
-            merge = {"num_indices_to_merge": MERGE_SCALAR_SEGMENTS, "index_names": scalar}
-            yielding(table, lambda: table.to_lance().optimize.optimize_indices(**merge), attempts=6)
+
+            def merge() -> None:
+                merging = {"num_indices_to_merge": MERGE_SCALAR_SEGMENTS, "index_names": scalar}
+                table.to_lance().optimize.optimize_indices(**merging)
+
+            yielding(table, lambda: _giving_way(state, merge), attempts=6)
         if any(idx.columns[0] == "vector" for idx in indexes):
             stats = table.index_stats("vector_idx")
             if stats is not None and stats.num_indices >= MAX_SEGMENTS:
@@ -131,10 +174,10 @@ def _compact(table: Any, state: _State) -> None:
         log.exception("background compaction of memories failed")
 
 
-def _compact_files(table: Any) -> None:
+def _compact_files(table: Any, state: _State) -> None:
     """Merge the small fragments, then index their rows as a new delta segment of each index (module doc): 57-74 ms
-    at 100k rows for 32 new rows, where ``optimize`` took 126-182."""
+    at 100k rows for 32 new rows, where ``optimize`` took 126-182. Each of the two steps gives way on its own."""
     dataset: LanceDataset = table.to_lance()
-    dataset.optimize.compact_files()
+    _giving_way(state, dataset.optimize.compact_files)
     dataset = table.to_lance()  # the compacted version
-    dataset.optimize.optimize_indices(num_indices_to_merge=0)
+    _giving_way(state, lambda: dataset.optimize.optimize_indices(num_indices_to_merge=0))

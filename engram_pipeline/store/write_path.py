@@ -39,7 +39,7 @@ from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.errors import MemoryNotFound, StoreError, VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
-from engram_pipeline.store.self_compaction import after_commit
+from engram_pipeline.store.self_compaction import after_commit, give_way
 from engram_pipeline.store.sql import eq, in_list
 from engram_pipeline.store.write_cache import CHECKED, AgentView
 from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
@@ -290,6 +290,7 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mappin
     for k, group in store._group(rows).items():
         table = rows_to_table(group, store.memory_schema)
         memories = store.shards[k].memories
+        give_way(store.shards[k])  # to a compaction whose commit keeps losing to the appends
         result = _with_retry(lambda: memories.add(table))  # noqa: B023 (called at once)
         if k in checked_at and int(result.version) == checked_at[k] + 1:
             store.write_cache.appended(k, checked_at[k], int(result.version), group)

@@ -167,6 +167,53 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
 
 
+def test_a_stalled_compaction_step_holds_the_appends_until_it_returns(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lance step still running after STALL_S closes the shard's gate: an append waits at it until the step
+    returns (so the step's next commit attempt meets no append), then goes through. A quick step never
+    closes it, and an append waits at most GATE_S. The step here is a stand-in held by an event: the stall
+    itself (lance losing its commit to a stream of appends) comes about one run in five, not on demand."""
+    monkeypatch.setattr(sc, "STALL_S", 0.05)
+    store = open_store(tmp_path, settings)
+    store.remember("a", "the first fact, which makes the shard's compaction state")
+    state = sc._states[store.shards[0]]
+    sc._giving_way(state, lambda: None)
+    assert state.closed == 0 and state.open.is_set()
+
+    release, order = threading.Event(), []
+
+    def stalled_step() -> None:
+        release.wait(30)
+        order.append("step returned")
+
+    step = threading.Thread(target=sc._giving_way, args=(state, stalled_step))
+    step.start()
+    deadline = time.monotonic() + 10
+    while state.open.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert state.closed == 1 and not state.open.is_set()
+    writer = threading.Thread(target=lambda: order.append(store.remember("a", "a fact written meanwhile").outcome))
+    writer.start()
+    time.sleep(0.3)  # time for the append to go through, were the gate open
+    release.set()
+    step.join(30)
+    writer.join(30)
+    assert order == ["step returned", "created"] and state.open.is_set()
+
+    monkeypatch.setattr(sc, "GATE_S", 0.2)
+    release.clear()
+    step = threading.Thread(target=sc._giving_way, args=(state, stalled_step))
+    step.start()
+    while state.open.is_set() and time.monotonic() < deadline + 10:
+        time.sleep(0.01)
+    assert store.remember("a", "a fact that waits no longer than GATE_S").outcome == "created"
+    assert not state.open.is_set()  # the step still runs: the append went through on the gate's bound
+    release.set()
+    step.join(30)
+    assert len(store.list_memories("a")) == 3
+
+
 def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

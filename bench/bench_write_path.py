@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -209,13 +210,13 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     embeds, calls, own = [], [], []
     vector_for = store._vector_for
 
-    def timed_vector_for(content: str, vector: object) -> list[float]:  # the embedding inside remember
+    def timed_vector_for(content: str, vector: Sequence[float] | None) -> list[float]:  # the embedding in remember
         t = time.perf_counter()
         out = vector_for(content, vector)
         own.append(time.perf_counter() - t)
         return out
 
-    store._vector_for = timed_vector_for
+    store._vector_for = timed_vector_for  # type: ignore[method-assign]
     for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
         # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
         t = time.perf_counter()
@@ -224,7 +225,7 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
         t = time.perf_counter()
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
         calls.append(time.perf_counter() - t)
-    store._vector_for = vector_for
+    store._vector_for = vector_for  # type: ignore[method-assign]
     rest = [c - e for c, e in zip(calls, own, strict=True)]
     batch = texts(rows, 23)
     t = time.perf_counter()

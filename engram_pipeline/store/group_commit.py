@@ -33,6 +33,8 @@ class _Slot(Generic[T, R]):
     done: bool = False
     result: R | None = None
     error: BaseException | None = None
+    # set once: when the slot's batch was applied, or when its writer is to lead the next batch
+    woken: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -54,25 +56,35 @@ class GroupCommit(Generic[T, R]):
     def __init__(self, apply: Apply[T, R], *, max_batch: int = 512) -> None:
         self._apply = apply
         self._max_batch = max_batch
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Slot[T, R]] = []
         self._leading = False
         self.stats = GroupStats()
 
     def submit(self, item: T) -> R:
-        """Apply ``item`` in the next batch and return its result (or raise its error)."""
+        """Apply ``item`` in the next batch and return its result (or raise its error).
+
+        A waiting writer is woken once, by its own event: when its batch was applied, or when the leader
+        that finished hands it the next batch (the first writer queued). One condition shared by every
+        writer woke them all after each batch, most of them only to wait again."""
         slot: _Slot[T, R] = _Slot(item)
-        with self._cond:
+        with self._lock:
             self._queue.append(slot)
-        while True:
-            with self._cond:
-                while self._leading and not slot.done:
-                    self._cond.wait()
-                if slot.done:
-                    break
-                self._leading = True
-                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
-            self._lead(batch)  # ours is in it unless more than max_batch were queued ahead: then lead again
+            leader = not self._leading
+            self._leading = True
+        if not leader:
+            slot.woken.wait()
+            leader = not slot.done  # not applied yet: handed the lead
+        if leader:
+            while not slot.done:  # a leader's item is first in the queue, so its first batch holds it
+                with self._lock:
+                    batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+                self._lead(batch)
+            with self._lock:
+                following = self._queue[0] if self._queue else None
+                self._leading = following is not None
+            if following is not None:
+                following.woken.set()
         if slot.error is not None:
             raise slot.error
         return slot.result  # type: ignore[return-value]
@@ -84,17 +96,17 @@ class GroupCommit(Generic[T, R]):
                 raise AssertionError(f"apply returned {len(outcomes)} results for {len(batch)} items")
         except BaseException as exc:  # the whole batch failed: every writer in it hears why
             outcomes = [exc] * len(batch)
-        with self._cond:
-            for s, out in zip(batch, outcomes, strict=True):
-                if isinstance(out, BaseException):
-                    s.error = out
-                else:
-                    s.result = out
-                s.done = True
+        for s, out in zip(batch, outcomes, strict=True):
+            if isinstance(out, BaseException):
+                s.error = out
+            else:
+                s.result = out
+            s.done = True
+        with self._lock:
             st = self.stats
             st.batches += 1
             st.items += len(batch)
             st.largest = max(st.largest, len(batch))
             st.sizes[len(batch)] = st.sizes.get(len(batch), 0) + 1
-            self._leading = False
-            self._cond.notify_all()
+        for s in batch:
+            s.woken.set()

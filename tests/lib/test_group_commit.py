@@ -71,6 +71,33 @@ def test_writes_arriving_during_a_commit_form_the_next_batch() -> None:
     assert group.stats.batches == 2 and group.stats.largest == 5
 
 
+def test_many_writers_over_a_small_batch_bound_each_get_their_own_result() -> None:
+    """Writers queued beyond ``max_batch`` wait for a later batch: each leader done hands the next batch to the
+    first writer queued, one batch is applied at a time, and nobody is left waiting."""
+    lock = threading.Lock()
+    applying = [0]
+
+    def apply(items: object) -> list[int]:
+        with lock:
+            applying[0] += 1
+            assert applying[0] == 1, "two batches applied at once"
+        time.sleep(0.002)
+        with lock:
+            applying[0] -= 1
+        return [x * 10 for x in items]  # type: ignore[attr-defined]
+
+    group: GroupCommit[int, int] = GroupCommit(apply, max_batch=3)
+    results: dict[int, int] = {}
+    threads = [threading.Thread(target=lambda x=x: results.__setitem__(x, group.submit(x))) for x in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert results == {x: x * 10 for x in range(60)}
+    assert group.stats.items == 60 and group.stats.largest <= 3 and not group._leading
+
+
 def test_an_error_of_one_item_reaches_only_its_writer() -> None:
     group: GroupCommit[int, int] = GroupCommit(lambda items: [ValueError("odd") if x % 2 else x for x in items])
     assert group.submit(2) == 2

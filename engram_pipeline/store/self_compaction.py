@@ -26,14 +26,19 @@ commit for 2.6 s (its manifest written and its transaction file deleted, again a
 nearly idle, and a single compaction outlasted every write, leaving 270-311 fragments. So a step still
 running after :data:`STALL_S` closes the shard's gate: the write path's appends wait at it
 (:func:`give_way`, at most :data:`GATE_S`) until the step returns, and the step's next try wins. A step that
-is quick, as nearly all are (30-150 ms), never closes it.
+is quick, as nearly all are (30-150 ms on a local disk), never closes it. Where the shard's steps are slower
+by nature (object storage), the bound is :data:`STALL_TIMES` their recent median instead, so a step that is
+merely slow does not hold the appends.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +57,7 @@ MAX_SEGMENTS = 32  # rebuild the vector index once it has this many segments
 MERGE_SCALAR_SEGMENTS = 8
 STALL_S = 0.5  # a lance step still running after this long closes the shard's gate to the write path's appends
 GATE_S = 1.0  # the longest an append waits at a closed gate
+STALL_TIMES = 3.0  # ... or after this many times the median of the shard's recent steps, where that is longer
 
 
 class _State:
@@ -62,6 +68,7 @@ class _State:
         self.open = threading.Event()  # the gate (see the module): set while appends may go ahead
         self.open.set()
         self.closed = 0  # how many times a stalled step closed it
+        self.steps: deque[float] = deque(maxlen=8)  # seconds taken by its recent steps that did not close it
 
 
 # Per shard (each shard's ``memories`` table compacts on its own): keyed by the store's Shard object.
@@ -101,21 +108,32 @@ def give_way(shard: Shard) -> None:
         state.open.wait(GATE_S)
 
 
+def stall_after(state: _State) -> float:
+    """How long a step of the shard may run before it closes the gate: :data:`STALL_S`, or
+    :data:`STALL_TIMES` the median of its recent steps where that is longer."""
+    return max(STALL_S, STALL_TIMES * statistics.median(state.steps)) if state.steps else STALL_S
+
+
 def _giving_way(state: _State, step: Callable[[], Any]) -> Any:
-    """Run ``step``; if it is still running after :data:`STALL_S`, close the gate until it returns."""
+    """Run ``step``; if it is still running after :func:`stall_after`, close the gate until it returns."""
+    closed = threading.Event()
 
     def close() -> None:
         state.closed += 1
+        closed.set()
         state.open.clear()
 
-    timer = threading.Timer(STALL_S, close)
+    timer = threading.Timer(stall_after(state), close)
     timer.daemon = True
+    started = time.monotonic()
     timer.start()
     try:
         return step()
     finally:
         timer.cancel()
         state.open.set()
+        if not closed.is_set():  # a stalled step's time is its lost races, not what a step costs here
+            state.steps.append(time.monotonic() - started)
 
 
 def fragments(store: MemoryStore) -> int:

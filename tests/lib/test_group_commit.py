@@ -241,6 +241,28 @@ def test_a_stalled_compaction_step_holds_the_appends_until_it_returns(
     assert len(store.list_memories("a")) == 3
 
 
+def test_the_stall_bound_follows_the_shards_own_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a shard's steps are slow by nature (object storage), a step closes the gate only past
+    STALL_TIMES their median; a stalled step's time (its lost races) does not count as a step's cost."""
+    monkeypatch.setattr(sc, "STALL_S", 0.05)
+    state = sc._State()
+    assert sc.stall_after(state) == 0.05
+    sc._giving_way(state, lambda: None)
+    assert len(state.steps) == 1 and sc.stall_after(state) == 0.05  # quick steps leave the floor
+    state.steps.extend([1.0, 1.2, 0.8])
+    assert sc.stall_after(state) == pytest.approx(sc.STALL_TIMES * 0.9)  # the median of ~0, 0.8, 1.0, 1.2
+    state.steps.clear()
+    release = threading.Event()
+    step = threading.Thread(target=sc._giving_way, args=(state, lambda: release.wait(30)))
+    step.start()
+    deadline = time.monotonic() + 10
+    while state.open.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
+    step.join(30)
+    assert state.closed == 1 and state.open.is_set() and not state.steps
+
+
 def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

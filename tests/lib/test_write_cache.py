@@ -37,11 +37,18 @@ def row_versions(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
 
 
-@pytest.fixture(autouse=True, params=[0.0, 2.0], ids=["versions-only", "agents-and-versions"])
+@pytest.fixture(
+    autouse=True,
+    params=[(True, 2.0), (False, 0.0), (False, 2.0)],
+    ids=["changed-fragments", "versions-only", "agents-and-versions"],
+)
 def catch_up_query(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test with both shapes of the catch-up's query: on the rows' versions alone (the agents hold
-    most of the table) and on the agents' filter too."""
-    monkeypatch.setattr(write_cache, "BROAD", request.param)
+    """Every test with each shape of the catch-up's query: over the fragments changed since (the default),
+    and over the whole table, on the rows' versions alone (the agents hold most of the table) or on the
+    agents' filter too."""
+    fragments, broad = request.param
+    monkeypatch.setattr(write_cache, "FRAGMENTS", fragments)
+    monkeypatch.setattr(write_cache, "BROAD", broad)
 
 
 def caught_up_without_rereading(store: MemoryStore, row_versions: bool) -> None:
@@ -117,6 +124,38 @@ def test_a_compaction_elsewhere_reads_no_row_again(tmp_path: Path, settings: Set
     near = here.remember("a", "nearly the fact before compaction", vector=at_cosine(base, 0.99))
     assert near.outcome == "semantic_duplicate" and near.memory["id"] == first["id"]
     assert here.write_cache.refreshes >= 1 and here.write_cache.rereads == 0
+
+
+def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_path: Path, settings: Settings) -> None:
+    """The catch-up reads only the fragments changed since the views' version: after an append, an edit and a
+    compaction elsewhere, those fragments hold every row created or changed since, and a fragment nobody
+    touched is left out."""
+    here, there = two_stores(tmp_path, settings)
+    old = [here.remember("a", text).memory for text in ("the cat sleeps", "rain in april", "trains run late")]
+    here.memories.to_lance().optimize.compact_files()  # one fragment of old rows
+    here.remember("a", "a fact nobody touches")  # a fragment of its own
+    start = here.memories.version
+    changed = write_cache.ChangedFragments()
+    changed.seen(here.memories, start)
+    unchanged = changed.since(here.memories, start, start)
+    assert unchanged is not None and unchanged[1] == []
+    there.remember("b", "a new fact of another agent")
+    there.update(old[0]["id"], expected_version=old[0]["version"], content="an edited fact")
+    found = changed.since(here.memories, start, here.memories.version)
+    assert found is not None
+    dataset, fragments = found
+    recent = f"_row_created_at_version > {start} OR _row_last_updated_at_version > {start}"
+    everywhere = dataset.to_table(columns=["id"], filter=recent).column("id").to_pylist()
+    assert sorted(
+        dataset.scanner(columns=["id"], filter=recent, fragments=fragments).to_table().column("id").to_pylist()
+    ) == sorted(everywhere)
+    assert len(everywhere) == 2 and len(fragments) < len(dataset.get_fragments())
+    there.memories.to_lance().optimize.compact_files()  # moves rows, changes none
+    dataset, fragments = changed.since(here.memories, start, here.memories.version) or (None, [])
+    assert sorted(
+        dataset.scanner(columns=["id"], filter=recent, fragments=fragments).to_table().column("id").to_pylist()
+    ) == sorted(everywhere)
+    assert changed.since(here.memories, start - 1, here.memories.version) is None  # nothing kept from before
 
 
 def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, settings: Settings) -> None:

@@ -1,12 +1,14 @@
-"""Benchmark the online write path: single ``remember`` at two table sizes, 16 HTTP clients (group commit),
+"""Benchmark the online write path: single ``remember`` at two table sizes (and while a second store writes to
+the same table), 16 HTTP clients (group commit),
 MiniLM ``remember`` against its embedding time, bulk import against raw embedding, and fragments after a run of
 single writes with recall on them against a freshly compacted store.
 
     python bench/bench_write_path.py                      # the sizes issue 12 names (100k rows, 10k writes)
     python bench/bench_write_path.py --small 1000 --large 10000 --single 100 --fragment-writes 500 \
-        --http-writes 40 --bulk-rows 20000 --minilm-rows 200          # quick run (what ``make bench`` runs)
+        --shared-writes 50 --http-writes 40 --bulk-rows 20000 --minilm-rows 200   # quick (``make bench``)
 
 Every figure is printed beside the reference measured in the same run (the 1k-row store for the large one,
+the same store's writes alone for those beside another writer,
 one HTTP client for sixteen, embedding alone for MiniLM ``remember`` and for bulk import, a compacted store
 for recall). The machine is shared: the ``uptime`` load is printed first; compare ratios, not absolutes.
 
@@ -291,6 +293,30 @@ def bench_fragments(root: Path, writes: int, queries: int) -> None:
     print(f"({after_writes / compacted:.2f}x)")
 
 
+def bench_shared(root: Path, rows: int, n: int) -> None:
+    """Single writes while a second store on the same table (what a second server process sees) commits
+    between every two of them: each write's checks must first bring the write cache's views up to date."""
+    store = open_store(root, "shared", "hashing")
+    fill(store, rows, seed=51)
+    other = open_store(root, "shared", "hashing")
+    single_writes(store, AGENTS, seed=52)  # each agent's view read once, as in bench_single
+    single_writes(other, AGENTS, seed=53)
+    alone = single_writes(store, n, seed=54)
+    cache = store.write_cache
+    before = cache.refreshes, cache.rereads
+    shared = []
+    for i, (mine, theirs) in enumerate(zip(texts(n, 55), texts(n, 56), strict=True)):
+        other.remember(f"agent-{i % AGENTS}", theirs, tier="ltm")
+        t = time.perf_counter()
+        store.remember(f"agent-{i % AGENTS}", mine, tier="ltm")
+        shared.append(time.perf_counter() - t)
+    refreshes, rereads = cache.refreshes - before[0], cache.rereads - before[1]
+    print(f"\nsingle remember, {rows} rows, another store's commit before each write, {n} writes (ms):")
+    print(f"  p50 {ms(shared, 50):.1f}, p99 {ms(shared, 99):.1f}; alone, just before: ", end="")
+    print(f"p50 {ms(alone, 50):.1f}, p99 {ms(alone, 99):.1f} ({ms(shared, 50) / ms(alone, 50):.2f}x p50)")
+    print(f"  views brought up to date: {refreshes}, of them re-read whole: {rereads}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", type=int, default=1000, help="rows in the reference store")
@@ -303,15 +329,18 @@ def main() -> None:
     ap.add_argument("--bulk-rows", type=int, default=100_000)
     ap.add_argument("--fragment-writes", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--only", action="append", choices=("single", "http", "minilm", "bulk", "fragments"))
+    ap.add_argument("--shared-writes", type=int, default=200, help="writes while another store writes too")
+    ap.add_argument("--only", action="append", choices=("single", "shared", "http", "minilm", "bulk", "fragments"))
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="engram-bench-wp-"))
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"cores: {os.cpu_count()}; args: {json.dumps(vars(args))}", flush=True)
-    want = set(args.only or ("single", "http", "minilm", "bulk", "fragments"))
+    want = set(args.only or ("single", "shared", "http", "minilm", "bulk", "fragments"))
     try:
         if "single" in want:
             bench_single(root, args.small, args.large, args.single)
+        if "shared" in want:
+            bench_shared(root, args.large, args.shared_writes)
         if "http" in want:
             bench_http(root, args.clients, args.http_writes)
         if "bulk" in want:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-WRITE_PATH_QUICK = "--large 10000 --single 100 --http-writes 30 --bulk-rows 20000 --minilm-rows 200 --minilm-single 10"
+WRITE_PATH_QUICK = (
+    "--large 10000 --single 100 --shared-writes 50 --http-writes 30 "
+    "--bulk-rows 20000 --minilm-rows 200 --minilm-single 10"
+)
 # name -> (quick arguments, full arguments)
 BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "neighbour_graph": (["--n", "30000", "--repeats", "1"], ["--n", "200000", "--lance-index"]),

@@ -65,18 +65,17 @@ def instrument() -> None:
     """Wrap the steps of the write path (module attributes, so the callers' look-ups find the wrappers)."""
     store_cls = MemoryStore
     store_cls.new_row = spanned("build row", store_cls.new_row)  # type: ignore[method-assign]
-    store_cls._vector_for = spanned("embed", store_cls._vector_for)  # type: ignore[method-assign]
     store_cls.shard_versions = spanned("table version read", store_cls.shard_versions)  # type: ignore[method-assign]
     store_cls._drop_lost_races = spanned("race re-read", store_cls._drop_lost_races)  # type: ignore[method-assign]
     store_cls.get = spanned("re-read (get)", store_cls.get)  # type: ignore[method-assign]
     for attr, name in (
+        ("_embed_missing", "embed"),
         ("_first_reads", "version + exact lookup + neighbours"),  # one trip (store/one_trip.py)
         ("stored_by_hash", "exact lookup"),
         ("_neighbours_of", "neighbour search"),
         ("_check", "judge + contradiction checks"),
-        ("insert_new", "insert (append + its checks)"),
+        ("append_new", "insert (append + its checks)"),
         ("after_commit", "self-compaction check"),
-        ("as_stored", "stored-row conversion"),
         ("apply_contradictions", "contradiction writes"),
         ("remember_batch", "batch (inside the group commit)"),
     ):

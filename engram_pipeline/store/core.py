@@ -429,7 +429,8 @@ class MemoryStore:
 
         Exact content (per agent, case- and whitespace-insensitive) returns the existing row untouched with
         outcome ``exact_duplicate``. Otherwise the write-time checks run (semantic dedup and contradictions,
-        ``engram_pipeline.store.write_path``) and the row is inserted with outcome ``created``.
+        ``engram_pipeline.store.write_path``) and the row is inserted with outcome ``created``. Concurrent calls
+        share a batch, one commit and one embedding call (:mod:`~engram_pipeline.store.group_commit`).
         """
         row = self.new_row(
             agent_id,
@@ -447,8 +448,29 @@ class MemoryStore:
             created_at=created_at,
             ttl_s=ttl_s,
         )
-        row["vector"] = self._vector_for(content, vector)
-        return self.shard_for(agent_id).write_group.submit((row, actor))
+        return self.shard_for(agent_id).write_group.submit(self._with_vector(row, vector, actor))
+
+    async def remember_async(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        vector: Sequence[float] | None = None,
+        actor: str = "library",
+        **fields: Any,
+    ) -> RememberResult:
+        """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments: the row is
+        validated at once, then the coroutine awaits its batch's commit without holding a thread
+        (:meth:`~engram_pipeline.store.group_commit.GroupCommit.submit_async`)."""
+        row = self.new_row(agent_id, content, **fields)
+        return await self.shard_for(agent_id).write_group.submit_async(self._with_vector(row, vector, actor))
+
+    def _with_vector(self, row: Memory, vector: Sequence[float] | None, actor: str = "library") -> write_path.Item:
+        """A write for the group commit: ``row`` with its given ``vector`` checked, or none yet (the batch
+        embeds the contents of its rows without one in one call: ``write_path.remember_batch``)."""
+        if vector is not None:
+            row["vector"] = check_vector(vector, self.embedder.dimension)
+        return (row, actor)
 
     def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory:
         """Validate the fields of a new memory and build its row (without a vector); see

@@ -90,6 +90,7 @@ BROAD = 0.1  # a catch-up whose agents hold this share of the table filters on t
 MAX_AGENT_ROWS = 5_000  # in a table without row versions, an agent with more rows is checked against the table
 FRAGMENTS = True  # catch-ups read only the fragments changed since (ChangedFragments); tests turn it off
 SNAPSHOTS = 4  # fragment lists a shard's catch-ups may start from (see ChangedFragments)
+WHOLE_ROWS = 256  # whole rows a view keeps of the rows appended lately (AgentView.whole)
 
 _ID, _HASH, _VERSION, _STATUS, _SUPERSEDED_BY = (
     COLUMNS.index(c) for c in ("id", "content_hash", "version", "status", "superseded_by")
@@ -112,6 +113,10 @@ class AgentView:
         self._rows: list[tuple[Any, ...] | None] = []
         self._slot: dict[str, int] = {}  # id -> its slot
         self._by_hash: dict[str, list[int]] = {}
+        # The whole rows, as a read returns them, of the rows this process appended lately (at most WHOLE_ROWS,
+        # newest kept): an exact duplicate of one is answered with it instead of a read by id. A row is dropped
+        # from here whenever it is replaced or removed, so what is here is the row at the view's version.
+        self._whole: OrderedDict[str, Memory] = OrderedDict()
 
     def add(self, rows: Sequence[Mapping[str, Any]], vectors: np.ndarray) -> None:
         """Add ``rows`` (dicts with at least the :data:`COLUMNS`) with their ``vectors``."""
@@ -155,7 +160,23 @@ class AgentView:
                 del self._by_hash[row[_HASH]]
             self._rows[slot] = None
             self._visible[slot] = False
+            self._whole.pop(memory_id, None)
             self.live -= 1
+
+    def keep_whole(self, rows: Iterable[Memory]) -> None:
+        """Keep ``rows`` (held in the view, each as a read of the table returns it) for :meth:`whole`."""
+        for row in rows:
+            if row["id"] in self._slot:
+                self._whole[row["id"]] = row
+                self._whole.move_to_end(row["id"])
+        while len(self._whole) > WHOLE_ROWS:
+            self._whole.popitem(last=False)
+
+    def whole(self, memory_id: str) -> Memory | None:
+        """A copy of the whole row ``memory_id`` as the table holds it at the view's version, if kept."""
+        with self.lock:
+            row = self._whole.get(memory_id)
+            return None if row is None else dict(row)
 
     def _pack(self) -> None:
         """Drop the slots of removed rows (they pile up as refreshes replace moved rows)."""
@@ -361,15 +382,28 @@ class WriteCache:
             self._recount()
         return out
 
-    def appended(self, shard: int, checked: int, committed: int, rows: Sequence[Memory]) -> None:
+    def appended(
+        self,
+        shard: int,
+        checked: int,
+        committed: int,
+        rows: Sequence[Memory],
+        *,
+        whole: Sequence[Memory | None] = (),
+    ) -> None:
         """The write path appended ``rows`` to ``shard`` in commit ``committed``, the version right after
         ``checked``: the views at ``checked`` are the table at ``committed`` once the rows are added. Views
-        at another version are left as they are (they will be brought up to date when used)."""
+        at another version are left as they are (they will be brought up to date when used). ``whole`` holds
+        the rows as a read returns them, where known (kept for :meth:`AgentView.whole`)."""
         if committed != checked + 1:
             return
         by_agent: dict[str, list[Memory]] = {}
         for row in rows:
             by_agent.setdefault(row["agent_id"], []).append(row)
+        stored: dict[str, list[Memory]] = {}
+        for row, read in zip(rows, whole, strict=False):
+            if read is not None:
+                stored.setdefault(row["agent_id"], []).append(read)
         with self._lock:
             for agent, view in self._views.get(shard, {}).items():
                 if view.at != checked:
@@ -380,6 +414,7 @@ class WriteCache:
                         continue
                     if new:
                         view.add(new, np.asarray([r["vector"] for r in new], dtype=np.float32))
+                        view.keep_whole(stored.get(agent, ()))
                     view.at = committed
             self._recount()
             while self.rows > self.max_rows and self._drop_oldest(float("inf")):

@@ -123,6 +123,14 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     is stored) and folds again, as it would after that write.
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
+    failed = _embed_missing(store, [row for row, _ in items])
+    if failed:
+        for i, exc in failed.items():
+            out[i] = exc
+        rest = [i for i in range(len(items)) if i not in failed]
+        for i, outcome in zip(rest, remember_batch(store, [items[i] for i in rest]) if rest else [], strict=True):
+            out[i] = outcome
+        return out  # type: ignore[return-value]
     versions, stored, neighbours = _first_reads(store, [row for row, _ in items])
     pending = _Pending(store, near_cosine(store), versions)
     first: dict[str, int] = {}
@@ -172,6 +180,28 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     return out  # type: ignore[return-value]
 
 
+def _embed_missing(store: MemoryStore, rows: Sequence[Memory]) -> dict[int, BaseException]:
+    """Give each row without a vector the embedding of its content, in one call for the batch. Should that
+    call fail, each such row is embedded alone, so that a text the embedder refuses fails its own write only;
+    returns those failures by index in ``rows``."""
+    missing = [i for i, r in enumerate(rows) if r.get("vector") is None]
+    if not missing:
+        return {}
+    try:
+        vectors = store.embed([rows[i]["content"] for i in missing]).tolist()
+    except Exception:
+        failed: dict[int, BaseException] = {}
+        for i in missing:
+            try:
+                rows[i]["vector"] = store.embed([rows[i]["content"]])[0].tolist()
+            except Exception as exc:
+                failed[i] = exc
+        return failed
+    for i, vector in zip(missing, vectors, strict=True):
+        rows[i]["vector"] = vector
+    return {}
+
+
 def _first_reads(
     store: MemoryStore, rows: Sequence[Memory]
 ) -> tuple[dict[int, int], dict[str, Memory], dict[int, list[Memory]]]:
@@ -187,10 +217,16 @@ def _first_reads(
         first.setdefault(row["content_hash"], i)
     versions, views = _views(store, rows)
     hits: list[Memory] = []
+    kept: dict[str, Memory] = {}  # the stored rows the views keep whole
     for digest, i in first.items():
         view = views.get(rows[i]["agent_id"])
         if view is not None:
-            hits += [{"id": memory_id, "content_hash": digest} for memory_id in view.ids_with_hash(digest)]
+            ids = view.ids_with_hash(digest)
+            whole = view.whole(ids[0]) if len(ids) == 1 else None  # two: a race, which _stored_of settles
+            if whole is not None:
+                kept[digest] = whole
+            else:
+                hits += [{"id": memory_id, "content_hash": digest} for memory_id in ids]
     near = _nearest_in_views(views, [(i, rows[i]) for i in first.values()])
     rest = [r for r in rows if r["agent_id"] not in views]
     if rest:
@@ -200,7 +236,7 @@ def _first_reads(
         )
         hits += more_hits
         near.update(more_near)
-    return versions, _stored_of(store, rows, hits), near
+    return versions, _stored_of(store, rows, hits) | kept, near
 
 
 def _views(store: MemoryStore, rows: Sequence[Memory]) -> tuple[dict[int, int], dict[str, AgentView]]:
@@ -278,26 +314,39 @@ def _stored_of(store: MemoryStore, rows: Sequence[Memory], hits: Sequence[Memory
 
 def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int]) -> list[str]:
     """Append rows found new by an exact check that read version ``checked_at[k]`` (or later) of each shard
-    ``k``'s table, in one commit per shard; returns the ids that stay.
+    ``k``'s table, in one commit per shard; returns the ids that stay (:func:`append_new`)."""
+    kept = append_new(store, rows, checked_at=checked_at, whole=False)
+    return [r["id"] for r in rows if r["id"] in kept]
+
+
+def append_new(
+    store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int], whole: bool = True
+) -> dict[str, Memory | None]:
+    """Append rows found new by an exact check that read version ``checked_at[k]`` (or later) of each shard
+    ``k``'s table, in one commit per shard; returns the rows that stay, by id, each as a read of the table
+    returns it (with ``whole``; else None).
 
     An append, not the ``merge_insert`` on ``content_hash`` of :meth:`MemoryStore.insert_rows` (a join
     against the whole table, twice the time). A racing writer's row of the same content is caught after the
     fact, as ``insert_rows`` must anyway (lancedb does not detect racing inserts of one key): the row
     committed first stays, a later one is deleted, audited. When the append's commit is ``checked_at + 1``
     no commit came between the check and it, so no such row can exist and that second read is skipped.
+    The rows as stored come from the Arrow table appended (the types a read returns), not from a read.
     """
-    kept: set[str] = set()
+    kept: dict[str, Memory | None] = {}
     for k, group in store._group(rows).items():
         table = rows_to_table(group, store.memory_schema)
         memories = store.shards[k].memories
         give_way(store.shards[k])  # to a compaction whose commit keeps losing to the appends
         result = _with_retry(lambda: memories.add(table))  # noqa: B023 (called at once)
+        stored: list[Memory | None] = table.to_pylist() if whole else [None] * len(group)
         if k in checked_at and int(result.version) == checked_at[k] + 1:
-            store.write_cache.appended(k, checked_at[k], int(result.version), group)
-            kept.update(r["id"] for r in group)
+            store.write_cache.appended(k, checked_at[k], int(result.version), group, whole=stored)
+            kept.update((r["id"], s) for r, s in zip(group, stored, strict=True))
         else:
-            kept.update(store._drop_lost_races(group))
-    return [r["id"] for r in rows if r["id"] in kept]
+            stays = set(store._drop_lost_races(group))
+            kept.update((r["id"], s) for r, s in zip(group, stored, strict=True) if r["id"] in stays)
+    return kept
 
 
 def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
@@ -392,10 +441,10 @@ class _Pending:
         entries, self.entries = self.entries, []
         merges, self.merges = self.merges, []
         store = self.store
-        inserted: set[str] | None = None
+        inserted: dict[str, Memory | None] | None = None
         if entries:
             try:
-                inserted = set(insert_new(store, [row for _, row, _, _ in entries], checked_at=self.checked_at))
+                inserted = append_new(store, [row for _, row, _, _ in entries], checked_at=self.checked_at)
             except Exception as exc:  # nothing of the batch was acknowledged: every writer in it hears why
                 for index, *_ in entries:
                     out[index] = exc
@@ -405,9 +454,7 @@ class _Pending:
             after_commit(store, {store.shard_of(row["agent_id"]) for _, _, row, _ in merges})
         if inserted is None:
             return
-        # Without contradictions the stored row is exactly the one written: converted here, not read.
-        kept = [r for _, r, _, _ in entries if r["id"] in inserted]
-        written = {r["id"]: stored for r, stored in zip(kept, as_stored(store, kept), strict=True)}
+        # Without contradictions the stored row is exactly the one written (as append_new converted it), not read.
         for index, row, actor, found in entries:
             try:
                 if row["id"] not in inserted:  # a concurrent writer stored the same content first
@@ -416,16 +463,12 @@ class _Pending:
                     out[index] = RememberResult(existing, "exact_duplicate")
                     continue
                 contradictions = tuple(apply_contradictions(store, [(row, n, hit) for n, hit in found], actor=actor))
-                stored = store.get(row["id"], track_access=False) if contradictions else written[row["id"]]
+                stored = store.get(row["id"], track_access=False) if contradictions else inserted[row["id"]]
+                assert stored is not None
                 out[index] = RememberResult(stored, "created", None, contradictions)
             except Exception as exc:
                 out[index] = exc
         after_commit(store, {store.shard_of(row["agent_id"]) for _, row, _, _ in entries})
-
-
-def as_stored(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
-    """``rows`` with exactly the types a read of the table returns (one round trip through Arrow, in memory)."""
-    return rows_to_table(list(rows), store.memory_schema).to_pylist() if rows else []
 
 
 def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberResult | BaseException | None]) -> None:

@@ -4,6 +4,7 @@ same batch is seen, and every writer is told the row that stayed."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import shutil
@@ -109,6 +110,99 @@ def test_an_error_of_one_item_reaches_only_its_writer() -> None:
         raise AssertionError("the error was not raised")
 
 
+def test_coroutine_writers_share_batches_led_off_the_event_loop() -> None:
+    """Coroutines awaiting their writes hold no thread: a worker thread leads their batches (never the event
+    loop's), writes arriving during a batch form the next one, and each coroutine gets its own result."""
+    release = threading.Event()
+    seen: list[tuple[list[int], int]] = []
+
+    def apply(items: object) -> list[int]:
+        seen.append((list(items), threading.get_ident()))  # type: ignore[call-overload]
+        if len(seen) == 1:
+            release.wait(30)
+        return [x * 10 for x in items]  # type: ignore[attr-defined]
+
+    group: GroupCommit[int, int] = GroupCommit(apply)
+
+    async def main() -> tuple[list[int], int]:
+        first = asyncio.ensure_future(group.submit_async(0))
+        while not seen:
+            await asyncio.sleep(0.01)
+        rest = [asyncio.ensure_future(group.submit_async(x)) for x in range(1, 9)]
+        while len(group._queue) < 8:
+            await asyncio.sleep(0.01)
+        release.set()
+        return list(await asyncio.gather(first, *rest)), threading.get_ident()
+
+    results, loop_thread = asyncio.run(main())
+    assert results == [x * 10 for x in range(9)]
+    assert [batch for batch, _ in seen] == [[0], list(range(1, 9))]
+    assert all(thread != loop_thread for _, thread in seen)
+    assert not group._leading
+
+
+def test_thread_and_coroutine_writers_mixed_each_get_their_result_one_batch_at_a_time() -> None:
+    lock = threading.Lock()
+    applying = [0]
+
+    def apply(items: object) -> list[int]:
+        with lock:
+            applying[0] += 1
+            assert applying[0] == 1, "two batches applied at once"
+        time.sleep(0.002)
+        with lock:
+            applying[0] -= 1
+        return [x * 10 for x in items]  # type: ignore[attr-defined]
+
+    group: GroupCommit[int, int] = GroupCommit(apply, max_batch=4)
+    results: dict[int, int] = {}
+    threads = [threading.Thread(target=lambda x=x: results.__setitem__(x, group.submit(x))) for x in range(0, 80, 2)]
+
+    async def coroutines() -> None:
+        told = await asyncio.gather(*(group.submit_async(x) for x in range(1, 80, 2)))
+        results.update(zip(range(1, 80, 2), told, strict=True))
+
+    for t in threads:
+        t.start()
+    asyncio.run(coroutines())
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert results == {x: x * 10 for x in range(80)}
+    assert group.stats.items == 80 and group.stats.largest <= 4 and not group._leading
+
+
+def test_a_coroutine_hears_its_own_error_and_a_cancelled_one_leaves_the_others() -> None:
+    release = threading.Event()
+    applied: list[int] = []
+
+    def apply(items: object) -> list[int | BaseException]:
+        batch = list(items)  # type: ignore[call-overload]
+        if batch == [0]:
+            release.wait(30)
+        applied.extend(batch)
+        return [ValueError("odd") if x % 2 else x for x in batch]
+
+    group: GroupCommit[int, int] = GroupCommit(apply)
+
+    async def main() -> list[object]:
+        first = asyncio.ensure_future(group.submit_async(0))
+        while not group._leading:
+            await asyncio.sleep(0.01)
+        gone, odd, even = (asyncio.ensure_future(group.submit_async(x)) for x in (2, 3, 4))
+        while len(group._queue) < 3:
+            await asyncio.sleep(0.01)
+        gone.cancel()
+        release.set()
+        return list(await asyncio.gather(first, odd, even, return_exceptions=True))
+
+    first, odd, even = asyncio.run(main())
+    assert first == 0 and even == 4
+    assert isinstance(odd, ValueError) and str(odd) == "odd"
+    assert sorted(applied) == [0, 2, 3, 4]  # the cancelled writer's item went in with its batch, unacknowledged
+    assert not group._leading
+
+
 def test_identical_rows_in_one_batch_make_one_row(tmp_path: Path, settings: Settings) -> None:
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM)).tolist()
@@ -147,6 +241,44 @@ def test_a_contradiction_within_one_batch_is_flagged(tmp_path: Path, settings: S
     assert not isinstance(old, BaseException) and not isinstance(new, BaseException)
     assert new.outcome == "created" and [c["memory_id"] for c in new.contradictions] == [old.memory["id"]]
     assert store.get(old.memory["id"], track_access=False)["status"] == "contradicted"
+
+
+def test_a_batch_embeds_its_rows_in_one_call_and_a_refused_text_fails_its_write_only(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(tmp_path, settings)
+    calls: list[list[str]] = []
+    embed = store.embed
+
+    def refusing(texts: object) -> np.ndarray:
+        texts = list(texts)  # type: ignore[call-overload]
+        calls.append(texts)
+        if any("refused" in t for t in texts):
+            raise ValueError("the embedder refused a text")
+        return embed(texts)
+
+    monkeypatch.setattr(store, "embed", refusing)
+    given = unit(np.random.default_rng(3).normal(size=DIM)).tolist()
+    items = [(store.new_row("a", text), "test") for text in ("Deploys run at two", "A lunch fact", "Tea at four")]
+    items[2][0]["vector"] = given  # a given vector is not embedded
+    first, second, third = wp.remember_batch(store, items)
+    assert calls == [["Deploys run at two", "A lunch fact"]]
+    assert [r.outcome for r in (first, second, third)] == ["created"] * 3  # type: ignore[union-attr]
+    assert np.allclose(third.memory["vector"], given)  # type: ignore[union-attr]
+
+    calls.clear()
+    items = [(store.new_row("a", text), "test") for text in ("The build is green", "this is refused", "Cats nap")]
+    ok, refused, also = wp.remember_batch(store, items)
+    assert calls[0] == ["The build is green", "this is refused", "Cats nap"] and len(calls) == 4  # then one by one
+    assert isinstance(refused, ValueError)
+    assert not isinstance(ok, BaseException) and not isinstance(also, BaseException)
+    assert {r["content"] for r in store.list_memories("a")} == {
+        "Deploys run at two",
+        "A lunch fact",
+        "Tea at four",
+        "The build is green",
+        "Cats nap",
+    }
 
 
 def test_library_threads_racing_one_content_get_one_row(tmp_path: Path, settings: Settings) -> None:

@@ -96,6 +96,31 @@ def test_an_edit_elsewhere_is_what_the_checks_see(tmp_path: Path, settings: Sett
     caught_up_without_rereading(here, row_versions)
 
 
+def test_an_exact_duplicate_of_a_row_written_here_is_the_row_as_stored_without_a_read(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The views keep the rows this process appended lately whole, as a read returns them: an exact duplicate
+    of one is told that row without reading it, and once the row changes anywhere (an edit, the access fold,
+    which leaves its version alone) it is read again."""
+    here, there = two_stores(tmp_path, settings)
+    reads: list[int] = []
+    whole_rows = wp._whole_rows
+    monkeypatch.setattr(wp, "_whole_rows", lambda *a, **k: reads.append(1) or whole_rows(*a, **k))
+    made = here.remember("a", "the deploy key rotates monthly", tags=["ops"]).memory
+    again = here.remember("a", "The deploy key  rotates monthly")
+    assert again.outcome == "exact_duplicate" and not reads
+    assert again.memory == here.get(made["id"], track_access=False)
+
+    there.get(made["id"])  # a read logged, then folded onto the row (access_count, last_accessed_at)
+    there.fold_access()
+    folded = here.remember("a", "the deploy key rotates monthly")
+    assert folded.memory["access_count"] == 1 and folded.memory["version"] == made["version"] and reads
+    assert folded.memory == here.get(made["id"], track_access=False)
+
+    edited = there.update(made["id"], expected_version=made["version"], tags=["ops", "keys"])
+    assert here.remember("a", "the deploy key rotates monthly").memory == edited
+
+
 def test_a_row_deleted_elsewhere_is_gone_from_the_view(tmp_path: Path, settings: Settings) -> None:
     """A deletion leaves no changed row to read: the agent's row count, below what the view holds, sends
     the view to the whole ``(id, version)`` read."""

@@ -49,14 +49,14 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
     status_code=201,
     responses={**AUTH_ERRORS, 200: {"model": RememberResponse, "description": "an existing memory matched"}},
 )
-def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
+async def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
     """Store a memory with write-time dedup and contradiction handling.
 
     201 with outcome ``created`` (and any contradictions found); 200 with ``exact_duplicate`` or
     ``semantic_duplicate`` when an existing memory absorbed the write.
     """
     fields = body.model_dump(exclude={"agent_id", "content"})
-    result = store.remember(body.agent_id, body.content, actor=caller.actor, **fields)
+    result = await store.remember_async(body.agent_id, body.content, actor=caller.actor, **fields)
     if result.outcome != "created":
         response.status_code = 200
     return RememberResponse(

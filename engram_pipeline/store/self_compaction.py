@@ -11,38 +11,50 @@ A compaction merges the small fragments and indexes their rows as one new delta 
 ``lance`` (lancedb 0.40 offers both only as one whole-table ``optimize``, which merges the new rows into each
 BTree's last segment and so rewrites it: a cost that grew with the table, 126-182 ms at 100k rows against 44-63
 at 10k for 32 new rows). Its cost is the rows written since the last one. The scalar indexes' segments are merged
-(a rewrite) once one has :data:`MERGE_SCALAR_SEGMENTS`, every few hundred writes. Old versions are left for
-maintenance to clean up.
+(a rewrite) once one has :data:`MERGE_SCALAR_SEGMENTS`, every few hundred writes.
+
+**Its commits meet no append of this process.** A lance step commits at its end and, when another commit took
+the version it meant to write, rebases and tries again. Under a steady stream of single writes it could lose
+that race time after time: in traces of 300 writes (at 100k rows in 2026-12-03, about one run in five; at 1k
+rows in most runs once the appends stopped listing the table, :mod:`.appends`), one ``optimize_indices`` or
+``compact_files`` retried its commit for 0.6-2.6 s with its threads nearly idle, while the fragments piled up
+(113-311 after the 300 writes). So the merge writes its new data files first (lance's ``Compaction.plan`` and
+each task's ``execute``) and commits them with the shard's appends held back
+(:meth:`.appends.Appends.held_back`); the index steps, which lance offers in one call only, run with them held
+back too. A write arriving meanwhile waits for that step: 10-60 ms for an index delta and 50-80 for a merge of
+scalar segments at 1k rows. Commits of other processes can still take a step's version; the step then rebases,
+as before. (The gate this replaces let a step that ran past 0.5 s hold the appends for up to 1 s each.)
+
+**Versions.** Every commit also adds a version (a manifest in ``_versions``), and on a local directory Lance
+finds the latest version by listing that directory: every read under the store's strong consistency, every
+LanceDB append (4 listings each) and every version check grew with the versions kept. Single writes at 1k rows
+took 7.0 ms p50 with 1,100 versions and 18.6-27.7 ms with 6,700-8,900 (``maintain`` cleans up versions, but
+keeps an hour's). So the store cleans up old versions of ``memories`` itself too, in the same background
+thread, every :data:`CLEAN_EVERY` write-path commits: it keeps the last :data:`KEEP_VERSIONS` and any younger
+than :data:`VERSIONS_MIN_AGE` (a read that began at an older version and runs longer than that may find a file
+a compaction replaced gone). Time travel to an older version is what a pass resumed after a kill uses to decide
+as its first attempt did; without it, the pass decides from the rows as they are
+(:meth:`engram_pipeline.lifecycle._common.PassCursor.at_start`), as it does after ``maintain``.
 
 A search visits every segment of the vector index; past :data:`MAX_SEGMENTS` the compaction rebuilds the index
-as one, in the same background thread. That bound is looser than maintenance's
-(:data:`~engram_pipeline.store.maintenance.MAX_VECTOR_SEGMENTS`): a rebuild costs about 30 s at 100k rows on 2
-cores, so it should come every thousand-odd writes, not every few hundred.
-
-**Giving way.** A lance step commits at its end and, when another commit took the version it meant to write,
-rebases and tries again after a pause. Under a steady stream of single writes it can lose that race time after
-time: in a trace of 300 writes at 100k rows (about one run in five) one ``optimize_indices`` retried its
-commit for 2.6 s (its manifest written and its transaction file deleted, again and again) with its threads
-nearly idle, and a single compaction outlasted every write, leaving 270-311 fragments. So a step still
-running after :data:`STALL_S` closes the shard's gate: the write path's appends wait at it
-(:func:`give_way`, at most :data:`GATE_S`) until the step returns, and the step's next try wins. A step that
-is quick, as nearly all are (30-150 ms on a local disk), never closes it. Where the shard's steps are slower
-by nature (object storage), the bound is :data:`STALL_TIMES` their recent median instead, so a step that is
-merely slow does not hold the appends.
+as one, in the same background thread (not holding the appends back: about 30 s at 100k rows on 2 cores). That
+bound is looser than maintenance's (:data:`~engram_pipeline.store.maintenance.MAX_VECTOR_SEGMENTS`), so a
+rebuild comes every thousand-odd writes, not every few hundred.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
-import time
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lance.dataset import LanceDataset
+from lance.optimize import Compaction
+
+from engram_pipeline.store.appends import Appends
 
 if TYPE_CHECKING:
     from engram_pipeline.store.core import MemoryStore
@@ -55,20 +67,21 @@ CHECK_EVERY = 8  # write-path commits between two reads of the fragment count
 MAX_SEGMENTS = 32  # rebuild the vector index once it has this many segments
 # Merge the scalar indexes' delta segments once one has this many (each compaction adds one per index)
 MERGE_SCALAR_SEGMENTS = 8
-STALL_S = 0.5  # a lance step still running after this long closes the shard's gate to the write path's appends
-GATE_S = 1.0  # the longest an append waits at a closed gate
-STALL_TIMES = 3.0  # ... or after this many times the median of the shard's recent steps, where that is longer
+# Index the rows written since the last index step once there are this many: a held-back index step took 19-52 ms
+# at 100k rows, and each one is a write that waits that long (below it the rows are scanned: about 1,000 rows)
+INDEX_ROWS = 1024
+CLEAN_EVERY = 256  # write-path commits between two clean-ups of old versions
+KEEP_VERSIONS = 256  # versions a clean-up keeps, the latest ones (besides those younger than VERSIONS_MIN_AGE)
+VERSIONS_MIN_AGE = timedelta(seconds=10)
 
 
 class _State:
     def __init__(self) -> None:
         self.commits = 0
+        self.cleaned_at = 0  # ``commits`` when the last clean-up of old versions was started
         self.running: threading.Thread | None = None
         self.compactions = 0
-        self.open = threading.Event()  # the gate (see the module): set while appends may go ahead
-        self.open.set()
-        self.closed = 0  # how many times a stalled step closed it
-        self.steps: deque[float] = deque(maxlen=8)  # seconds taken by its recent steps that did not close it
+        self.cleanups = 0
 
 
 # Per shard (each shard's ``memories`` table compacts on its own): keyed by the store's Shard object.
@@ -78,7 +91,8 @@ _lock = threading.Lock()
 
 def after_commit(store: MemoryStore, shards: Iterable[int] = (0,)) -> None:
     """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
-    ``memories`` when its fragments pass the bound."""
+    ``memories`` when its fragments pass the bound, and a clean-up of its old versions every
+    :data:`CLEAN_EVERY` commits (one background thread per shard at a time)."""
     for k in shards:
         _after_commit(store.shards[k])
 
@@ -89,51 +103,22 @@ def _after_commit(shard: Shard) -> None:
         state.commits += 1
         if state.commits % CHECK_EVERY or (state.running is not None and state.running.is_alive()):
             return
-    if _fragments(shard.memories) < MAX_FRAGMENTS:
+        clean = state.commits - state.cleaned_at >= CLEAN_EVERY
+    compact = _fragments(shard.memories) >= MAX_FRAGMENTS
+    if not (compact or clean):
         return
     with _lock:
         if state.running is not None and state.running.is_alive():
             return
+        if clean:
+            state.cleaned_at = state.commits
         state.running = threading.Thread(
-            target=_compact, args=(shard.memories, state), name="engram-compact", daemon=True
+            target=_maintain,
+            args=(shard.memories, shard.appends, state, compact, clean),
+            name="engram-compact",
+            daemon=True,
         )
         state.running.start()
-
-
-def give_way(shard: Shard) -> None:
-    """Before an append to ``shard``'s ``memories``: wait while a stalled compaction step of it holds the gate
-    closed (module doc), at most :data:`GATE_S`."""
-    state = _states.get(shard)
-    if state is not None and not state.open.is_set():
-        state.open.wait(GATE_S)
-
-
-def stall_after(state: _State) -> float:
-    """How long a step of the shard may run before it closes the gate: :data:`STALL_S`, or
-    :data:`STALL_TIMES` the median of its recent steps where that is longer."""
-    return max(STALL_S, STALL_TIMES * statistics.median(state.steps)) if state.steps else STALL_S
-
-
-def _giving_way(state: _State, step: Callable[[], Any]) -> Any:
-    """Run ``step``; if it is still running after :func:`stall_after`, close the gate until it returns."""
-    closed = threading.Event()
-
-    def close() -> None:
-        state.closed += 1
-        closed.set()
-        state.open.clear()
-
-    timer = threading.Timer(stall_after(state), close)
-    timer.daemon = True
-    started = time.monotonic()
-    timer.start()
-    try:
-        return step()
-    finally:
-        timer.cancel()
-        state.open.set()
-        if not closed.is_set():  # a stalled step's time is its lost races, not what a step costs here
-            state.steps.append(time.monotonic() - started)
 
 
 def fragments(store: MemoryStore) -> int:
@@ -159,12 +144,35 @@ def wait_idle(store: MemoryStore, timeout: float | None = None) -> None:
             thread.join(timeout)
 
 
-def _compact(table: Any, state: _State) -> None:
+def _maintain(table: Any, appends: Appends, state: _State, compact: bool, clean: bool) -> None:
+    """The background work on ``table``: a compaction (``compact``), then a clean-up of old versions
+    (``clean``)."""
+    try:
+        if compact:
+            _compact(table, appends, state)
+    finally:
+        if clean:
+            _clean_versions(table, state)
+
+
+def _clean_versions(table: Any, state: _State) -> None:
+    """Remove the versions of ``table`` but the last :data:`KEEP_VERSIONS` and those younger than
+    :data:`VERSIONS_MIN_AGE` (module doc). Deletes files, commits nothing: no writer waits for it."""
+    try:
+        table.to_lance().cleanup_old_versions(
+            older_than=VERSIONS_MIN_AGE, retain_versions=KEEP_VERSIONS, error_if_tagged_old_versions=False
+        )
+        state.cleanups += 1
+    except Exception:  # a cost, never a correctness matter: the next clean-up tries again
+        log.exception("clean-up of old versions of memories failed")
+
+
+def _compact(table: Any, appends: Appends, state: _State) -> None:
     from engram_pipeline.store.maintenance import build_vector_index, optimize_table, yielding
 
     try:
         try:
-            _, why = yielding(table, lambda: _compact_files(table, state), attempts=6)
+            _, why = yielding(table, lambda: _compact_files(table, appends), attempts=6)
         except Exception:  # lance's own steps failed: the whole-table optimize still compacts, at its cost
             log.exception("compaction through lance failed; optimizing the whole table instead")
             optimize_table(table)  # logs a compaction it left for later
@@ -179,9 +187,10 @@ def _compact(table: Any, state: _State) -> None:
 
             def merge() -> None:
                 merging = {"num_indices_to_merge": MERGE_SCALAR_SEGMENTS, "index_names": scalar}
-                table.to_lance().optimize.optimize_indices(**merging)
+                with appends.held_back():
+                    table.to_lance().optimize.optimize_indices(**merging)
 
-            yielding(table, lambda: _giving_way(state, merge), attempts=6)
+            yielding(table, merge, attempts=6)
         if any(idx.columns[0] == "vector" for idx in indexes):
             stats = table.index_stats("vector_idx")
             if stats is not None and stats.num_indices >= MAX_SEGMENTS:
@@ -192,10 +201,23 @@ def _compact(table: Any, state: _State) -> None:
         log.exception("background compaction of memories failed")
 
 
-def _compact_files(table: Any, state: _State) -> None:
-    """Merge the small fragments, then index their rows as a new delta segment of each index (module doc): 57-74 ms
-    at 100k rows for 32 new rows, where ``optimize`` took 126-182. Each of the two steps gives way on its own."""
+def _compact_files(table: Any, appends: Appends) -> None:
+    """Merge the small fragments, committing with the shard's appends held back; then, once the table has
+    :data:`INDEX_ROWS` rows the indexes do not cover, index them as a new delta segment of each index, with the
+    appends held back too (module doc)."""
     dataset: LanceDataset = table.to_lance()
-    _giving_way(state, dataset.optimize.compact_files)
-    dataset = table.to_lance()  # the compacted version
-    _giving_way(state, lambda: dataset.optimize.optimize_indices(num_indices_to_merge=0))
+    plan = Compaction.plan(dataset, {})
+    rewrites = [task.execute(dataset) for task in plan.tasks]
+    if rewrites:
+        with appends.held_back():
+            Compaction.commit(dataset, rewrites)
+    if _unindexed(table) >= INDEX_ROWS:
+        with appends.held_back():
+            table.to_lance().optimize.optimize_indices(num_indices_to_merge=0)
+
+
+def _unindexed(table: Any) -> int:
+    """The rows of ``table`` its scalar indexes do not cover yet (0 without them)."""
+    names = {i.name for i in table.list_indices() if i.columns[0] != "vector"}
+    stats = [table.index_stats(name) for name in sorted(names)[:1]]
+    return max((int(s.num_unindexed_rows) for s in stats if s is not None), default=0)

@@ -23,6 +23,7 @@ from lancedb.index import BTree
 
 from engram_pipeline.model import ACCESS_LOG_SCHEMA, AUDIT_SCHEMA, CURSOR_SCHEMA, LINK_SCHEMA, PLAN_SCHEMA
 from engram_pipeline.store.access_log import AccessLog
+from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
 from engram_pipeline.store.cursors import Cursors
 from engram_pipeline.store.links import Links
@@ -93,6 +94,7 @@ class Shard:
         if memories is None:
             for column in SCALAR_INDEXES:
                 self.memories.create_index(column, config=BTree(), replace=True)
+        self.appends = Appends(self.memories)  # the write path's appends and version checks
         self.write_group: Any = None  # set by the store: the group commit of this shard's remembers
 
     def name(self, base: str) -> str:

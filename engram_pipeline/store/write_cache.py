@@ -8,8 +8,9 @@ write path touched is kept as what those reads need: per row its :data:`COLUMNS`
 whether it is visible, with a map from content hash to rows.
 
 **Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
-the table's latest version is still that one (one version read per batch, 0.26 ms). The label is always the
-version read *before* the rows, so a view can hold newer rows than its label says, never older ones. The
+the table's latest version is still that one (one version check per batch: :meth:`.appends.Appends.latest`).
+The label is always the version read *before* the rows, so a view can hold newer rows than its label says,
+never older ones. The
 write path's own appends keep the views fresh without a read: when the append's commit is the version
 right after the one the batch checked against (:func:`engram_pipeline.store.write_path.insert_new` already
 tests that), no other commit came between, so the views at the checked version plus the appended rows are

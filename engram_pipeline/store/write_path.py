@@ -39,7 +39,7 @@ from engram_pipeline.store.cas import CasResult, _with_retry
 from engram_pipeline.store.errors import MemoryNotFound, StoreError, VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
-from engram_pipeline.store.self_compaction import after_commit, give_way
+from engram_pipeline.store.self_compaction import after_commit
 from engram_pipeline.store.sql import eq, in_list
 from engram_pipeline.store.write_cache import CHECKED, AgentView
 from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
@@ -243,11 +243,7 @@ def _views(store: MemoryStore, rows: Sequence[Memory]) -> tuple[dict[int, int], 
     """The latest version of each shard's table ``rows`` go to (one trip), and the write cache's view at
     that version of each of their agents it keeps."""
     groups = store._group(rows)
-
-    async def latest() -> list[int]:
-        return await one_trip.together(*(one_trip.version(store.shards[k].memories) for k in groups))
-
-    versions = dict(zip(groups, one_trip.run(latest()), strict=True))
+    versions = {k: store.shards[k].appends.latest() for k in groups}
     views: dict[str, AgentView] = {}
     for k, group in groups.items():
         views.update(store.write_cache.views(store, k, versions[k], [r["agent_id"] for r in group]))
@@ -336,12 +332,11 @@ def append_new(
     kept: dict[str, Memory | None] = {}
     for k, group in store._group(rows).items():
         table = rows_to_table(group, store.memory_schema)
-        memories = store.shards[k].memories
-        give_way(store.shards[k])  # to a compaction whose commit keeps losing to the appends
-        result = _with_retry(lambda: memories.add(table))  # noqa: B023 (called at once)
+        appends = store.shards[k].appends
+        committed = _with_retry(lambda: appends.append(table))  # noqa: B023 (called at once)
         stored: list[Memory | None] = table.to_pylist() if whole else [None] * len(group)
-        if k in checked_at and int(result.version) == checked_at[k] + 1:
-            store.write_cache.appended(k, checked_at[k], int(result.version), group, whole=stored)
+        if k in checked_at and committed == checked_at[k] + 1:
+            store.write_cache.appended(k, checked_at[k], committed, group, whole=stored)
             kept.update((r["id"], s) for r, s in zip(group, stored, strict=True))
         else:
             stays = set(store._drop_lost_races(group))

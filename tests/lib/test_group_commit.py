@@ -11,10 +11,13 @@ import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lance.dataset import DatasetOptimizer, LanceDataset
 
 from engram_pipeline.model import Memory, loads_metadata
 from engram_pipeline.settings import Settings
@@ -326,73 +329,91 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
 
 
-def test_a_stalled_compaction_step_holds_the_appends_until_it_returns(
+def test_the_compactions_commits_meet_no_append_of_this_process(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A lance step still running after STALL_S closes the shard's gate: an append waits at it until the step
-    returns (so the step's next commit attempt meets no append), then goes through. A quick step never
-    closes it, and an append waits at most GATE_S. The step here is a stand-in held by an event: the stall
-    itself (lance losing its commit to a stream of appends) comes about one run in five, not on demand."""
-    monkeypatch.setattr(sc, "STALL_S", 0.05)
+    """The background compaction commits its merge and its index steps with the shard's appends held back:
+    however many writers append meanwhile, none is inside an append while one of those commits runs (they
+    used to race, and a step could lose its commit to the appends for seconds on end)."""
+    monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
+    monkeypatch.setattr(sc, "CHECK_EVERY", 1)
+    monkeypatch.setattr(sc, "MERGE_SCALAR_SEGMENTS", 2)
+    monkeypatch.setattr(sc, "INDEX_ROWS", 8)
     store = open_store(tmp_path, settings)
-    store.remember("a", "the first fact, which makes the shard's compaction state")
+    store.remember("a", "the first fact, which makes the table")
+    store.maintain()  # the scalar indexes, whose delta segments the compactions add and merge
+    lock = threading.Lock()
+    appending, overlaps, commits = [0], [], Counter[str]()
+    insert = LanceDataset.insert
+
+    def counted_insert(self: LanceDataset, data: object, **kwargs: object) -> None:  # the appends' commit
+        with lock:
+            appending[0] += 1
+        try:
+            insert(self, data, **kwargs)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                appending[0] -= 1
+
+    def watched(name: str, step: Callable[..., object]) -> Callable[..., object]:
+        def run(*args: object, **kwargs: object) -> object:
+            with lock:
+                commits[name] += 1
+                if appending[0]:
+                    overlaps.append(name)
+            return step(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(LanceDataset, "insert", counted_insert)
+    compaction = sc.Compaction
+    monkeypatch.setattr(
+        sc, "Compaction", type("Watched", (), {"plan": compaction.plan, "commit": watched("merge", compaction.commit)})
+    )
+    optimize = DatasetOptimizer.optimize_indices
+    monkeypatch.setattr(DatasetOptimizer, "optimize_indices", watched("index", optimize))
+    go = threading.Barrier(6)
+
+    def write(k: int) -> None:
+        go.wait()
+        for i in range(40):
+            store.remember("a", f"fact {i} of writer {k}: {hashlib.sha1(f'{k}/{i}'.encode()).hexdigest()[:12]}")
+
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(6)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(120)
+    wait_idle(store, 60)
+    assert commits["merge"] >= 3 and commits["index"] >= 3
+    assert not overlaps
+    assert store.count("a") == 241 and fragments(store) < 4 + 8
+
+
+def test_old_versions_are_cleaned_up_as_writes_go_on(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every CLEAN_EVERY write-path commits the background thread removes the versions of ``memories`` but the
+    last KEEP_VERSIONS (and those younger than VERSIONS_MIN_AGE), so their number stays bounded; a resumed
+    pass whose version is gone decides from the rows as they are."""
+    monkeypatch.setattr(sc, "CLEAN_EVERY", 16)
+    monkeypatch.setattr(sc, "CHECK_EVERY", 4)
+    monkeypatch.setattr(sc, "KEEP_VERSIONS", 8)
+    monkeypatch.setattr(sc, "VERSIONS_MIN_AGE", timedelta(0))
+    store = open_store(tmp_path, settings)
+    first = store.remember("a", "the first fact").memory
+    early = store.memories.version
+    for i in range(80):
+        store.remember("a", f"fact number {i} about the release train")
+        wait_idle(store, 60)
     state = sc._states[store.shards[0]]
-    sc._giving_way(state, lambda: None)
-    assert state.closed == 0 and state.open.is_set()
-
-    release, order = threading.Event(), []
-
-    def stalled_step() -> None:
-        release.wait(30)
-        order.append("step returned")
-
-    step = threading.Thread(target=sc._giving_way, args=(state, stalled_step))
-    step.start()
-    deadline = time.monotonic() + 10
-    while state.open.is_set() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert state.closed == 1 and not state.open.is_set()
-    writer = threading.Thread(target=lambda: order.append(store.remember("a", "a fact written meanwhile").outcome))
-    writer.start()
-    time.sleep(0.3)  # time for the append to go through, were the gate open
-    release.set()
-    step.join(30)
-    writer.join(30)
-    assert order == ["step returned", "created"] and state.open.is_set()
-
-    monkeypatch.setattr(sc, "GATE_S", 0.2)
-    release.clear()
-    step = threading.Thread(target=sc._giving_way, args=(state, stalled_step))
-    step.start()
-    while state.open.is_set() and time.monotonic() < deadline + 10:
-        time.sleep(0.01)
-    assert store.remember("a", "a fact that waits no longer than GATE_S").outcome == "created"
-    assert not state.open.is_set()  # the step still runs: the append went through on the gate's bound
-    release.set()
-    step.join(30)
-    assert len(store.list_memories("a")) == 3
-
-
-def test_the_stall_bound_follows_the_shards_own_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where a shard's steps are slow by nature (object storage), a step closes the gate only past
-    STALL_TIMES their median; a stalled step's time (its lost races) does not count as a step's cost."""
-    monkeypatch.setattr(sc, "STALL_S", 0.05)
-    state = sc._State()
-    assert sc.stall_after(state) == 0.05
-    sc._giving_way(state, lambda: None)
-    assert len(state.steps) == 1 and sc.stall_after(state) == 0.05  # quick steps leave the floor
-    state.steps.extend([1.0, 1.2, 0.8])
-    assert sc.stall_after(state) == pytest.approx(sc.STALL_TIMES * 0.9)  # the median of ~0, 0.8, 1.0, 1.2
-    state.steps.clear()
-    release = threading.Event()
-    step = threading.Thread(target=sc._giving_way, args=(state, lambda: release.wait(30)))
-    step.start()
-    deadline = time.monotonic() + 10
-    while state.open.is_set() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    release.set()
-    step.join(30)
-    assert state.closed == 1 and state.open.is_set() and not state.steps
+    assert state.cleanups >= 4
+    versions = [int(v["version"]) for v in store.memories.list_versions()]
+    assert len(versions) <= 8 + 16 and early not in versions
+    with pytest.raises(Exception, match="(?i)not found|version"):
+        store.scan("a", version=early)
+    assert store.get(first["id"], track_access=False)["content"] == "the first fact"
+    assert store.count("a") == 81
 
 
 def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
@@ -404,6 +425,7 @@ def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
     monkeypatch.setattr(sc, "CHECK_EVERY", 1)
     monkeypatch.setattr(sc, "MERGE_SCALAR_SEGMENTS", 3)
+    monkeypatch.setattr(sc, "INDEX_ROWS", 1)
     store = open_store(tmp_path, settings)
     facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the queue" for i in range(40)]
     ids = [store.remember("a", facts[0]).memory["id"]]
@@ -422,6 +444,29 @@ def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     assert [store.get(i, track_access=False)["content"] for i in ids] == facts
     assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)
     assert store.memories.count_rows() == len(facts)
+
+
+def test_rows_are_indexed_only_past_index_rows_and_found_before(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compactions merge the new rows' fragments but index them only once INDEX_ROWS of them are not
+    covered (an index step holds the appends back); until then look-ups scan them and find them all."""
+    monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
+    monkeypatch.setattr(sc, "CHECK_EVERY", 1)
+    monkeypatch.setattr(sc, "INDEX_ROWS", 20)
+    store = open_store(tmp_path, settings)
+    facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the build" for i in range(30)]
+    ids = [store.remember("a", facts[0]).memory["id"]]
+    store.maintain()
+    unindexed: list[int] = []
+    for fact in facts[1:]:
+        ids.append(store.remember("a", fact).memory["id"])
+        wait_idle(store, 60)
+        unindexed.append(store.memories.index_stats("content_hash_idx").num_unindexed_rows)
+    assert compactions(store) >= 4 and fragments(store) < 4 + 4
+    assert max(unindexed) >= 19 and unindexed[-1] < unindexed[-12]  # grew to the bound, then were indexed
+    assert [store.get(i, track_access=False)["content"] for i in ids] == facts
+    assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)
 
 
 def test_a_collapse_reinforces_a_real_zero_confidence_from_zero(tmp_path: Path, settings: Settings) -> None:

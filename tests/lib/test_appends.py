@@ -1,0 +1,104 @@
+"""The write path's appends and version checks (``store/appends.py``): the latest version without listing the
+table while nothing else committed, by listing once something did, and appends that land as LanceDB's do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore, appends, one_trip
+from engram_pipeline.store.appends import _naming
+from engram_pipeline.store.shards import CREATED_AT
+from tests.vectors import THRESHOLDS
+
+
+def stores(tmp_path: Path, settings: Settings) -> tuple[MemoryStore, MemoryStore]:
+    """Two stores on one directory: what two processes see."""
+    s = settings.replace(**THRESHOLDS)
+    uri = str(tmp_path / "store")
+    return MemoryStore.open(uri, settings=s), MemoryStore.open(uri, settings=s)
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the versions read by listing the table (LanceDB's version call)."""
+    seen: list[int] = []
+    version = one_trip.version
+
+    async def counted(table: object) -> int:
+        seen.append(1)
+        return await version(table)
+
+    monkeypatch.setattr(appends.one_trip, "version", counted)
+    return seen
+
+
+def test_the_latest_version_is_found_without_listing_until_another_commit_comes(
+    tmp_path: Path, settings: Settings, listings: list[int]
+) -> None:
+    here, there = stores(tmp_path, settings)
+    here.remember("a", "the first fact")
+    shard = here.shards[0]
+    assert shard.appends.latest() == shard.memories.version
+    listings.clear()
+    for i in range(5):
+        here.remember("a", f"another fact {i}")
+        assert shard.appends.latest() == shard.memories.version
+    assert not listings  # our own appends: the next version's manifest is looked for, never listed
+
+    there.remember("a", "a fact from the other process")
+    assert shard.appends.latest() == shard.memories.version
+    assert len(listings) == 1  # its manifest was found: read by listing once
+    there.maintain()  # compactions, index builds: other commits
+    assert shard.appends.latest() == shard.memories.version
+    made = here.remember("a", "Written after the other process's commits")
+    assert made.outcome == "created"
+    assert shard.appends.latest() == shard.memories.version
+
+
+def test_appends_land_as_lancedbs_do_with_each_rows_created_version(tmp_path: Path, settings: Settings) -> None:
+    here, there = stores(tmp_path, settings)
+    first = here.remember("a", "the first fact").memory
+    there.remember("a", "the other process's fact")  # our held dataset is now behind: the append rebases
+    second = here.remember("a", "the second fact").memory
+    rows = {r["id"]: r for r in here.scan("a", columns=["id", "content", CREATED_AT]).to_pylist()}
+    assert rows[first["id"]]["content"] == "the first fact"
+    assert rows[second["id"]]["content"] == "the second fact"
+    assert rows[second["id"]][CREATED_AT] == here.memories.version  # stable row ids: Lance keeps the version
+    assert len(rows) == 3
+
+
+def test_a_table_without_a_lance_dataset_appends_through_lancedb(settings: Settings) -> None:
+    store = MemoryStore.open("memory://", settings=settings.replace(**THRESHOLDS))
+    store.remember("a", "the first fact")
+    store.remember("a", "the second fact")
+    assert store.shards[0].appends.latest() == store.memories.version
+    assert store.count("a") == 2
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["v2-names", "v1-names"])
+def test_the_next_manifest_is_named_as_lance_names_it(tmp_path: Path, v2: bool) -> None:
+    """Both of Lance's manifest naming schemes: the path for the next version exists once Lance commits it."""
+    uri = str(tmp_path / "t.lance")
+    data = pa.table({"x": [1]})
+    dataset = lance.write_dataset(data, uri, enable_v2_manifest_paths=v2)
+    name = _naming(dataset)
+    assert name is not None and Path(name(dataset.version)).exists()
+    assert not Path(name(dataset.version + 1)).exists()
+    dataset.insert(data)
+    assert Path(name(dataset.version)).exists() and not Path(name(dataset.version + 1)).exists()
+
+
+def test_a_failed_append_opens_the_dataset_again(tmp_path: Path, settings: Settings) -> None:
+    store, _ = stores(tmp_path, settings)
+    store.remember("a", "the first fact")
+    held = store.shards[0].appends
+    with pytest.raises(Exception, match="(?i)schema|field|column"):
+        held.append(pa.table({"not_a_column": [1]}))
+    assert held._dataset is None  # the next use opens the table's latest version
+    assert store.remember("a", "the second fact").outcome == "created"
+    assert held.latest() == store.memories.version

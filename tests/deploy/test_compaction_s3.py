@@ -22,6 +22,7 @@ def test_the_background_compaction_runs_on_rgw(
     monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
     monkeypatch.setattr(sc, "CHECK_EVERY", 1)
     monkeypatch.setattr(sc, "MERGE_SCALAR_SEGMENTS", 3)
+    monkeypatch.setattr(sc, "INDEX_ROWS", 1)  # an index step after every compaction
     store = MemoryStore.open(s3_uri, settings=Settings.from_env(cluster_env))
     facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the queue" for i in range(16)]
     ids = [store.remember("a", facts[0]).memory["id"]]

@@ -10,7 +10,7 @@ from engram_pipeline.api.deps import (
     CallerDep,
     MemoryDep,
     RecallBody,
-    RememberBody,
+    RememberWriteDep,
     RestorableDep,
     StateDep,
     StoreDep,
@@ -49,22 +49,25 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
     status_code=201,
     responses={**AUTH_ERRORS, 200: {"model": RememberResponse, "description": "an existing memory matched"}},
 )
-async def remember(body: RememberBody, store: StoreDep, caller: CallerDep, response: Response) -> RememberResponse:
+async def remember(write: RememberWriteDep) -> Response:
     """Store a memory with write-time dedup and contradiction handling.
 
     201 with outcome ``created`` (and any contradictions found); 200 with ``exact_duplicate`` or
     ``semantic_duplicate`` when an existing memory absorbed the write.
     """
+    body = write.body
     fields = body.model_dump(exclude={"agent_id", "content"})
-    result = await store.remember_async(body.agent_id, body.content, actor=caller.actor, **fields)
-    if result.outcome != "created":
-        response.status_code = 200
-    return RememberResponse(
+    result = await write.store.remember_async(body.agent_id, body.content, actor=write.caller.actor, **fields)
+    answer = RememberResponse(
         memory=MemoryOut.of(result.memory),
         outcome=result.outcome,
         score=result.score,
         contradictions=list(result.contradictions),
     )
+    # Serialised here, by the model that validated it, rather than validated again and encoded by FastAPI
+    # (json.dumps of its dict form): the response model above still documents it.
+    status = 201 if result.outcome == "created" else 200
+    return Response(answer.model_dump_json(), status_code=status, media_type="application/json")
 
 
 @router.post("/recall", response_model=RecallResponse, responses=AUTH_ERRORS)

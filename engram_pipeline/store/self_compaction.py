@@ -187,7 +187,7 @@ def _compact(table: Any, appends: Appends, state: _State) -> None:
 
             def merge() -> None:
                 merging = {"num_indices_to_merge": MERGE_SCALAR_SEGMENTS, "index_names": scalar}
-                with appends.held_back():
+                with appends.held_back(kinds=("CreateIndex",)):
                     table.to_lance().optimize.optimize_indices(**merging)
 
             yielding(table, merge, attempts=6)
@@ -209,10 +209,10 @@ def _compact_files(table: Any, appends: Appends) -> None:
     plan = Compaction.plan(dataset, {})
     rewrites = [task.execute(dataset) for task in plan.tasks]
     if rewrites:
-        with appends.held_back():
+        with appends.held_back(kinds=("ReserveFragments", "Rewrite")):
             Compaction.commit(dataset, rewrites)
     if _unindexed(table) >= INDEX_ROWS:
-        with appends.held_back():
+        with appends.held_back(kinds=("CreateIndex",)):
             table.to_lance().optimize.optimize_indices(num_indices_to_merge=0)
 
 

@@ -75,6 +75,7 @@ from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.model import Memory
+    from engram_pipeline.store.appends import Appends
     from engram_pipeline.store.core import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -347,6 +348,7 @@ class WriteCache:
             new = any(v is None for v in held.values())
             room = self.max_rows - self.rows + self._idle_rows(now) if new else 0
             tracked = store.shards[shard].tracks_versions
+            _pass_over(store.shards[shard].appends, mine.values(), version)
             stale = [v for v in held.values() if v is not None and v.at != version]
             if stale and tracked:  # the same query brings the other views written lately: one, not one each
                 stale += _lately_used((v for a, v in reversed(mine.items()) if a not in held), version, now)
@@ -392,12 +394,11 @@ class WriteCache:
         *,
         whole: Sequence[Memory | None] = (),
     ) -> None:
-        """The write path appended ``rows`` to ``shard`` in commit ``committed``, the version right after
-        ``checked``: the views at ``checked`` are the table at ``committed`` once the rows are added. Views
-        at another version are left as they are (they will be brought up to date when used). ``whole`` holds
-        the rows as a read returns them, where known (kept for :meth:`AgentView.whole`)."""
-        if committed != checked + 1:
-            return
+        """The write path appended ``rows`` to ``shard`` in commit ``committed``, after ``checked`` and commits
+        that changed no row (the caller knows: :meth:`.appends.Appends.unchanged`): the views at ``checked`` are
+        the table at ``committed`` once the rows are added. Views at another version are left as they are (they
+        will be brought up to date when used). ``whole`` holds the rows as a read returns them, where known (kept
+        for :meth:`AgentView.whole`)."""
         by_agent: dict[str, list[Memory]] = {}
         for row in rows:
             by_agent.setdefault(row["agent_id"], []).append(row)
@@ -454,6 +455,23 @@ class WriteCache:
         views, agent = oldest
         self.rows -= views.pop(agent).live
         return True
+
+
+def _pass_over(appends: Appends, views: Iterable[AgentView], version: int) -> None:
+    """Move each of ``views`` (a shard's) to ``version`` where every commit since its own changed no row (the
+    store's own compactions and index steps: :meth:`.appends.Appends.unchanged`), without reading anything:
+    all of them, so that the appends that follow keep them all current (one version looked at per distinct
+    version the views are at)."""
+    behind: dict[int, list[AgentView]] = {}
+    for view in views:
+        if view.at < version:
+            behind.setdefault(view.at, []).append(view)
+    for at, group in behind.items():
+        if appends.unchanged(at, version):
+            for view in group:
+                with view.lock:
+                    if view.at == at:
+                        view.at = version
 
 
 def _lately_used(views: Iterable[AgentView], version: int, now: float) -> list[AgentView]:

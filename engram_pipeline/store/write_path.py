@@ -335,7 +335,8 @@ def append_new(
         appends = store.shards[k].appends
         committed = _with_retry(lambda: appends.append(table))  # noqa: B023 (called at once)
         stored: list[Memory | None] = table.to_pylist() if whole else [None] * len(group)
-        if k in checked_at and committed == checked_at[k] + 1:
+        if k in checked_at and appends.unchanged(checked_at[k], committed - 1):
+            # nothing but commits that change no row (the store's own compactions) came since the check
             store.write_cache.appended(k, checked_at[k], committed, group, whole=stored)
             kept.update((r["id"], s) for r, s in zip(group, stored, strict=True))
         else:

@@ -3,6 +3,7 @@ table while nothing else committed, by listing once something did, and appends t
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import lance
@@ -11,6 +12,7 @@ import pytest
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, appends, one_trip
+from engram_pipeline.store import self_compaction as sc
 from engram_pipeline.store.appends import _naming
 from engram_pipeline.store.shards import CREATED_AT
 from tests.vectors import THRESHOLDS
@@ -37,27 +39,24 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def test_the_latest_version_is_found_without_listing_until_another_commit_comes(
+def test_the_latest_version_is_found_by_looking_for_the_next_manifests_never_by_listing(
     tmp_path: Path, settings: Settings, listings: list[int]
 ) -> None:
     here, there = stores(tmp_path, settings)
     here.remember("a", "the first fact")
     shard = here.shards[0]
     assert shard.appends.latest() == shard.memories.version
-    listings.clear()
     for i in range(5):
         here.remember("a", f"another fact {i}")
         assert shard.appends.latest() == shard.memories.version
-    assert not listings  # our own appends: the next version's manifest is looked for, never listed
-
     there.remember("a", "a fact from the other process")
     assert shard.appends.latest() == shard.memories.version
-    assert len(listings) == 1  # its manifest was found: read by listing once
-    there.maintain()  # compactions, index builds: other commits
+    there.maintain()  # compactions, index builds: several commits of another store
     assert shard.appends.latest() == shard.memories.version
     made = here.remember("a", "Written after the other process's commits")
     assert made.outcome == "created"
     assert shard.appends.latest() == shard.memories.version
+    assert not listings  # each next version's manifest was looked for (a stat), the directory never listed
 
 
 def test_appends_land_as_lancedbs_do_with_each_rows_created_version(tmp_path: Path, settings: Settings) -> None:
@@ -102,3 +101,37 @@ def test_a_failed_append_opens_the_dataset_again(tmp_path: Path, settings: Setti
     assert held._dataset is None  # the next use opens the table's latest version
     assert store.remember("a", "the second fact").outcome == "created"
     assert held.latest() == store.memories.version
+
+
+def test_the_stores_own_compactions_are_passed_over_without_a_read(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction's commits change no row: they are recorded as such, and the next write neither brings its
+    views up to date by a read nor looks again for a racing insert; another process's commit still is read."""
+    monkeypatch.setattr(sc, "MAX_FRAGMENTS", 4)
+    monkeypatch.setattr(sc, "CHECK_EVERY", 1)
+    monkeypatch.setattr(sc, "INDEX_ROWS", 1)
+    here, there = stores(tmp_path, settings)
+    here.remember("a", "the first fact")
+    here.maintain()
+    races: list[int] = []
+    drop = MemoryStore._drop_lost_races
+    monkeypatch.setattr(MemoryStore, "_drop_lost_races", lambda self, rows: races.append(1) or drop(self, rows))
+    shard = here.shards[0]
+    passed = 0
+    for i in range(12):
+        here.remember("a", f"fact {hashlib.sha1(str(i).encode()).hexdigest()[:12]} of the release train")
+        written = here.write_cache._views[0]["a"].at  # the append's commit: the view moved there with it
+        sc.wait_idle(here, 60)
+        after = shard.appends.latest()
+        if after > written and shard.appends.unchanged(written, after):  # a compaction and an index step came
+            passed += 1
+            refreshes = here.write_cache.refreshes
+            assert here.remember("a", f"one more fact after compaction {i}").outcome == "created"
+            assert here.write_cache.refreshes == refreshes  # no catch-up read
+    assert passed >= 2 and not races
+    there.remember("a", "a fact from the other process")
+    refreshes = here.write_cache.refreshes
+    assert here.remember("a", "a fact written after it").outcome == "created"
+    assert here.write_cache.refreshes == refreshes + 1
+    assert here.remember("a", "A fact from the other  process").outcome == "exact_duplicate"

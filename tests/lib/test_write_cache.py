@@ -244,5 +244,5 @@ def test_appends_keep_only_the_views_at_the_version_they_follow() -> None:
     row = {"id": "n", "agent_id": "a", "content_hash": "h", "version": 1, "status": "active", "vector": [1.0, 0]}
     cache.appended(0, 5, 6, [row])
     assert (fresh.at, fresh.live, behind.at) == (6, 1, 3)
-    cache.appended(0, 6, 8, [{**row, "id": "m"}])  # another commit came between: nothing is assumed
-    assert (fresh.at, fresh.live) == (6, 1)
+    cache.appended(0, 6, 8, [{**row, "id": "m"}])  # the caller vouches that version 7 changed no row
+    assert (fresh.at, fresh.live, behind.at) == (8, 2, 3)

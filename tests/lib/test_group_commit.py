@@ -78,18 +78,7 @@ def test_writes_arriving_during_a_commit_form_the_next_batch() -> None:
 def test_many_writers_over_a_small_batch_bound_each_get_their_own_result() -> None:
     """Writers queued beyond ``max_batch`` wait for a later batch: each leader done hands the next batch to the
     first writer queued, one batch is applied at a time, and nobody is left waiting."""
-    lock = threading.Lock()
-    applying = [0]
-
-    def apply(items: object) -> list[int]:
-        with lock:
-            applying[0] += 1
-            assert applying[0] == 1, "two batches applied at once"
-        time.sleep(0.002)
-        with lock:
-            applying[0] -= 1
-        return [x * 10 for x in items]  # type: ignore[attr-defined]
-
+    apply = _one_batch_at_a_time()
     group: GroupCommit[int, int] = GroupCommit(apply, max_batch=3)
     results: dict[int, int] = {}
     threads = [threading.Thread(target=lambda x=x: results.__setitem__(x, group.submit(x))) for x in range(60)]
@@ -145,18 +134,7 @@ def test_coroutine_writers_share_batches_led_off_the_event_loop() -> None:
 
 
 def test_thread_and_coroutine_writers_mixed_each_get_their_result_one_batch_at_a_time() -> None:
-    lock = threading.Lock()
-    applying = [0]
-
-    def apply(items: object) -> list[int]:
-        with lock:
-            applying[0] += 1
-            assert applying[0] == 1, "two batches applied at once"
-        time.sleep(0.002)
-        with lock:
-            applying[0] -= 1
-        return [x * 10 for x in items]  # type: ignore[attr-defined]
-
+    apply = _one_batch_at_a_time()
     group: GroupCommit[int, int] = GroupCommit(apply, max_batch=4)
     results: dict[int, int] = {}
     threads = [threading.Thread(target=lambda x=x: results.__setitem__(x, group.submit(x))) for x in range(0, 80, 2)]
@@ -646,3 +624,20 @@ def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settin
         wait_idle(store, 60)
     assert compactions(store) >= 1
     assert fragments(store) < MAX_FRAGMENTS
+
+
+def _one_batch_at_a_time() -> Callable[[object], list[int]]:
+    """An ``apply`` that multiplies each item by 10 after 2 ms, and fails if two batches are applied at once."""
+    lock = threading.Lock()
+    applying = [0]
+
+    def apply(items: object) -> list[int]:
+        with lock:
+            applying[0] += 1
+            assert applying[0] == 1, "two batches applied at once"
+        time.sleep(0.002)
+        with lock:
+            applying[0] -= 1
+        return [x * 10 for x in items]  # type: ignore[attr-defined]
+
+    return apply

@@ -8,6 +8,8 @@ import asyncio
 import copy
 import hashlib
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -305,6 +307,39 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
     assert compactions(store) >= 1
     assert fragments(store) < MAX_FRAGMENTS
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
+
+
+_EXIT_WITH_A_COMPACTION_RUNNING = """
+import hashlib, sys, threading
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
+from engram_pipeline.store import self_compaction as sc
+started, compact = threading.Event(), sc._compact
+def slow(*args):  # the compaction is certainly still running when the script ends
+    started.set()
+    threading.Event().wait(1.0)
+    compact(*args)
+sc._compact = slow
+store = MemoryStore.open(sys.argv[1], settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+i = 0
+while not started.is_set():
+    store.remember("a", f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the queue")
+    i += 1
+print(i)
+"""
+
+
+def test_a_script_ending_while_a_compaction_runs_waits_for_it_and_exits_cleanly(tmp_path: Path) -> None:
+    """The interpreter waits for the running compaction at exit: without that, the daemon thread was cut off
+    (and one still inside lance aborted the process, exit status 134)."""
+    uri = str(tmp_path / "store")
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_A_COMPACTION_RUNNING, uri], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    assert fragments(store) < MAX_FRAGMENTS  # the compaction ran to its end
+    assert len(store.list_memories("a")) == int(done.stdout)
 
 
 def test_the_compactions_commits_meet_no_append_of_this_process(

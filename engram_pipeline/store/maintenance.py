@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lancedb.index import BTree, IvfHnswSq
 
+from engram_pipeline.store import versions
 from engram_pipeline.store.cas import is_retryable_conflict
 
 if TYPE_CHECKING:
@@ -129,6 +130,10 @@ class FragmentBound:
     them. The table's collaborator calls :meth:`wrote` after each commit; every :data:`SIDE_CHECK_EVERY`
     commits it reads the fragment count and, past :data:`SIDE_MAX_FRAGMENTS`, compacts in line (a side table is
     small; a compaction preempted by a writer is left for the next check, never retried at length).
+
+    Every commit also adds a version, and a compaction here keeps a week of them (lancedb's default): every
+    :data:`~.versions.CLEAN_EVERY` commits the old versions are cleaned up as ``memories``' are
+    (:func:`~.versions.clean_old_versions`), since each read of the table lists them.
     """
 
     def __init__(self, table: Any) -> None:
@@ -139,6 +144,8 @@ class FragmentBound:
         self.writes += 1
         if self.writes % SIDE_CHECK_EVERY == 0:
             compact_if_fragmented(self.table, SIDE_MAX_FRAGMENTS, attempts=1)
+        if self.writes % versions.CLEAN_EVERY == 0:
+            versions.clean_old_versions(self.table)
 
 
 def _optimize(table: Any, *, keep: timedelta | None, attempts: int) -> tuple[int, str | None]:

@@ -25,16 +25,9 @@ back too. A write arriving meanwhile waits for that step: 10-60 ms for an index 
 scalar segments at 1k rows. Commits of other processes can still take a step's version; the step then rebases,
 as before. (The gate this replaces let a step that ran past 0.5 s hold the appends for up to 1 s each.)
 
-**Versions.** Every commit also adds a version (a manifest in ``_versions``), and on a local directory Lance
-finds the latest version by listing that directory: every read under the store's strong consistency, every
-LanceDB append (4 listings each) and every version check grew with the versions kept. Single writes at 1k rows
-took 7.0 ms p50 with 1,100 versions and 18.6-27.7 ms with 6,700-8,900 (``maintain`` cleans up versions, but
-keeps an hour's). So the store cleans up old versions of ``memories`` itself too, in the same background
-thread, every :data:`CLEAN_EVERY` write-path commits: it keeps the last :data:`KEEP_VERSIONS` and any younger
-than :data:`VERSIONS_MIN_AGE` (a read that began at an older version and runs longer than that may find a file
-a compaction replaced gone). Time travel to an older version is what a pass resumed after a kill uses to decide
-as its first attempt did; without it, the pass decides from the rows as they are
-(:meth:`engram_pipeline.lifecycle._common.PassCursor.at_start`), as it does after ``maintain``.
+**Versions.** Every commit also adds a version, and each read lists them (:mod:`.versions`): every
+:data:`~.versions.CLEAN_EVERY` write-path commits the same background thread cleans up the old versions of
+``memories`` (:func:`~.versions.clean_old_versions`).
 
 A search visits every segment of the vector index; past :data:`MAX_SEGMENTS` the compaction rebuilds the index
 as one, in the same background thread (not holding the appends back: about 30 s at 100k rows on 2 cores). That
@@ -54,12 +47,12 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lance.dataset import LanceDataset
 from lance.optimize import Compaction
 
+from engram_pipeline.store import versions
 from engram_pipeline.store.appends import Appends
 
 if TYPE_CHECKING:
@@ -76,9 +69,6 @@ MERGE_SCALAR_SEGMENTS = 8
 # Index the rows written since the last index step once there are this many: a held-back index step took 19-52 ms
 # at 100k rows, and each one is a write that waits that long (below it the rows are scanned: about 1,000 rows)
 INDEX_ROWS = 1024
-CLEAN_EVERY = 256  # write-path commits between two clean-ups of old versions
-KEEP_VERSIONS = 256  # versions a clean-up keeps, the latest ones (besides those younger than VERSIONS_MIN_AGE)
-VERSIONS_MIN_AGE = timedelta(seconds=10)
 EXIT_WAIT_S = 300.0  # at interpreter exit, how long the running compactions are waited for, in all
 
 
@@ -99,7 +89,7 @@ _lock = threading.Lock()
 def after_commit(store: MemoryStore, shards: Iterable[int] = (0,)) -> None:
     """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
     ``memories`` when its fragments pass the bound, and a clean-up of its old versions every
-    :data:`CLEAN_EVERY` commits (one background thread per shard at a time)."""
+    :data:`~.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
     for k in shards:
         _after_commit(store.shards[k])
 
@@ -110,7 +100,7 @@ def _after_commit(shard: Shard) -> None:
         state.commits += 1
         if state.commits % CHECK_EVERY or (state.running is not None and state.running.is_alive()):
             return
-        clean = state.commits - state.cleaned_at >= CLEAN_EVERY
+        clean = state.commits - state.cleaned_at >= versions.CLEAN_EVERY
     compact = _fragments(shard.memories) >= MAX_FRAGMENTS
     if not (compact or clean):
         return
@@ -175,15 +165,8 @@ def _maintain(table: Any, appends: Appends, state: _State, compact: bool, clean:
 
 
 def _clean_versions(table: Any, state: _State) -> None:
-    """Remove the versions of ``table`` but the last :data:`KEEP_VERSIONS` and those younger than
-    :data:`VERSIONS_MIN_AGE` (module doc). Deletes files, commits nothing: no writer waits for it."""
-    try:
-        table.to_lance().cleanup_old_versions(
-            older_than=VERSIONS_MIN_AGE, retain_versions=KEEP_VERSIONS, error_if_tagged_old_versions=False
-        )
+    if versions.clean_old_versions(table):
         state.cleanups += 1
-    except Exception:  # a cost, never a correctness matter: the next clean-up tries again
-        log.exception("clean-up of old versions of memories failed")
 
 
 def _compact(table: Any, appends: Appends, state: _State) -> None:

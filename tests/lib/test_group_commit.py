@@ -25,6 +25,7 @@ from engram_pipeline.model import Memory, loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import self_compaction as sc
+from engram_pipeline.store import versions as version_rules
 from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.errors import VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
@@ -409,10 +410,10 @@ def test_old_versions_are_cleaned_up_as_writes_go_on(
     """Every CLEAN_EVERY write-path commits the background thread removes the versions of ``memories`` but the
     last KEEP_VERSIONS (and those younger than VERSIONS_MIN_AGE), so their number stays bounded; a resumed
     pass whose version is gone decides from the rows as they are."""
-    monkeypatch.setattr(sc, "CLEAN_EVERY", 16)
+    monkeypatch.setattr(version_rules, "CLEAN_EVERY", 16)
     monkeypatch.setattr(sc, "CHECK_EVERY", 4)
-    monkeypatch.setattr(sc, "KEEP_VERSIONS", 8)
-    monkeypatch.setattr(sc, "VERSIONS_MIN_AGE", timedelta(0))
+    monkeypatch.setattr(version_rules, "KEEP_VERSIONS", 8)
+    monkeypatch.setattr(version_rules, "VERSIONS_MIN_AGE", timedelta(0))
     store = open_store(tmp_path, settings)
     first = store.remember("a", "the first fact").memory
     early = store.memories.version

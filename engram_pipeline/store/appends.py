@@ -94,6 +94,12 @@ class Appends:
                     while len(self._order) > UNCHANGED_KEPT:
                         self._unchanged.discard(self._order.popleft())
 
+    @property
+    def last_unchanged(self) -> int:
+        """The latest version recorded as changing no row (-1: none yet)."""
+        order = self._order
+        return order[-1] if order else -1
+
     def unchanged(self, since: int, until: int) -> bool:
         """Whether every version after ``since`` up to ``until`` is known to have changed no row."""
         known = self._unchanged  # read without the lock: a version is only ever added, or dropped when old

@@ -10,12 +10,13 @@ whether it is visible, with a map from content hash to rows.
 **Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
 the table's latest version is still that one (one version check per batch: :meth:`.appends.Appends.latest`).
 The label is always the version read *before* the rows, so a view can hold newer rows than its label says,
-never older ones. The
-write path's own appends keep the views fresh without a read: when the append's commit is the version
-right after the one the batch checked against (:func:`engram_pipeline.store.write_path.insert_new` already
-tests that), no other commit came between, so the views at the checked version plus the appended rows are
-the table at the new version. Any other commit (another process, a pass, a collapse in this process, a
-compaction) moves the version, and the view is brought up to date before use:
+never older ones. The write path's own appends keep the views fresh without a read: when nothing but
+commits that change no row (the store's own compactions and index steps, recorded by
+:meth:`.appends.Appends.held_back`) came between the version the batch checked against and the append's commit
+(:func:`engram_pipeline.store.write_path.append_new` tests that), the views at the checked version plus the
+appended rows are the table at the new version. After such a compaction the next batch moves every view of
+the shard over its versions without reading (:func:`_pass_over`). Any other commit (another process, a pass,
+a collapse in this process) moves the version, and the view is brought up to date before use:
 
 - **catch-up** (:func:`_catch_up`), in a ``memories`` made with stable row ids
   (:data:`~engram_pipeline.store.shards.MEMORIES_OPTIONS`; every table this store makes): Lance keeps each
@@ -319,6 +320,7 @@ class WriteCache:
         self._views: dict[int, OrderedDict[str, AgentView]] = {}  # per shard, least recently used first
         self._not_kept: dict[tuple[int, str], float] = {}  # agent -> until when its writes read the table
         self._fragments: dict[int, ChangedFragments] = {}  # per shard
+        self._passed_to: dict[int, int] = {}  # per shard, the version its views were last passed over to
         self._lock = threading.Lock()
         self.loads = 0  # agents read whole
         self.refreshes = 0  # views brought up to date
@@ -348,7 +350,10 @@ class WriteCache:
             new = any(v is None for v in held.values())
             room = self.max_rows - self.rows + self._idle_rows(now) if new else 0
             tracked = store.shards[shard].tracks_versions
-            _pass_over(store.shards[shard].appends, mine.values(), version)
+            appends = store.shards[shard].appends
+            if appends.last_unchanged > self._passed_to.get(shard, -1):  # not once per write: once per compaction
+                _pass_over(appends, mine.values(), version)
+                self._passed_to[shard] = version
             stale = [v for v in held.values() if v is not None and v.at != version]
             if stale and tracked:  # the same query brings the other views written lately: one, not one each
                 stale += _lately_used((v for a, v in reversed(mine.items()) if a not in held), version, now)

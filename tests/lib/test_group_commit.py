@@ -441,14 +441,9 @@ def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     monkeypatch.setattr(sc, "MERGE_SCALAR_SEGMENTS", 3)
     monkeypatch.setattr(sc, "INDEX_ROWS", 1)
     store = open_store(tmp_path, settings)
-    facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the queue" for i in range(40)]
-    ids = [store.remember("a", facts[0]).memory["id"]]
-    store.maintain()  # the scalar indexes
-    segments: list[int] = []
-    for fact in facts[1:]:
-        ids.append(store.remember("a", fact).memory["id"])
-        wait_idle(store, 60)
-        segments.append(max(i.num_segments for i in store.memories.list_indices()))
+    facts, ids, segments = _write_one_by_one(
+        store, "queue", 40, lambda: max(i.num_segments for i in store.memories.list_indices())
+    )
     assert compactions(store) >= 8
     # a compaction that brings an index to 3 segments merges them: each grew to 2, then went back to 1, again and again
     assert max(segments) == 2 and segments[-10:].count(1) >= 3
@@ -469,14 +464,9 @@ def test_rows_are_indexed_only_past_index_rows_and_found_before(
     monkeypatch.setattr(sc, "CHECK_EVERY", 1)
     monkeypatch.setattr(sc, "INDEX_ROWS", 20)
     store = open_store(tmp_path, settings)
-    facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the build" for i in range(30)]
-    ids = [store.remember("a", facts[0]).memory["id"]]
-    store.maintain()
-    unindexed: list[int] = []
-    for fact in facts[1:]:
-        ids.append(store.remember("a", fact).memory["id"])
-        wait_idle(store, 60)
-        unindexed.append(store.memories.index_stats("content_hash_idx").num_unindexed_rows)
+    facts, ids, unindexed = _write_one_by_one(
+        store, "build", 30, lambda: store.memories.index_stats("content_hash_idx").num_unindexed_rows
+    )
     assert compactions(store) >= 4 and fragments(store) < 4 + 4
     assert max(unindexed) >= 19 and unindexed[-1] < unindexed[-12]  # grew to the bound, then were indexed
     assert [store.get(i, track_access=False)["content"] for i in ids] == facts
@@ -677,3 +667,20 @@ def _one_batch_at_a_time() -> Callable[[object], list[int]]:
         return [x * 10 for x in items]  # type: ignore[attr-defined]
 
     return apply
+
+
+def _write_one_by_one(
+    store: MemoryStore, topic: str, n: int, measure: Callable[[], int]
+) -> tuple[list[str], list[str], list[int]]:
+    """``n`` distinct facts about ``topic`` written to agent ``a``: the first, then the scalar indexes built,
+    then the rest one by one, each after the compaction the one before started. Returns the facts, their ids
+    and ``measure()`` after each write but the first."""
+    facts = [f"distinct fact {hashlib.sha1(str(i).encode()).hexdigest()[:10]} about the {topic}" for i in range(n)]
+    ids = [store.remember("a", facts[0]).memory["id"]]
+    store.maintain()  # the scalar indexes
+    measured: list[int] = []
+    for fact in facts[1:]:
+        ids.append(store.remember("a", fact).memory["id"])
+        wait_idle(store, 60)
+        measured.append(measure())
+    return facts, ids, measured

@@ -28,6 +28,7 @@ __all__ = [
     "EmbedderError",
     "EmbedderUnavailable",
     "HashingEmbedder",
+    "embedder_settings",
     "get_embedder",
     "l2_normalise",
     "load_profile",
@@ -61,6 +62,30 @@ def get_embedder(settings: Settings) -> Embedder:
     raise SettingsError(
         f"ENGRAM_EMBEDDER={settings.embedder!r}: unknown embedder; choose one of {', '.join(EMBEDDERS)}"
     )
+
+
+def embedder_settings(name: str, dimension: int) -> str | None:
+    """The variables that select the embedder a store recorded as ``name`` (its ``Embedder.name``) and
+    ``dimension``, as the user sets them; None for a name no shipped embedder gives.
+
+    >>> embedder_settings("all-MiniLM-L6-v2", 384)
+    'ENGRAM_EMBEDDER=minilm'
+    >>> embedder_settings("hashing-64", 64)
+    'ENGRAM_EMBEDDER=hashing ENGRAM_HASHING_DIM=64'
+    >>> embedder_settings("openai-text-embedding-3-small", 1536)
+    'ENGRAM_EMBEDDER=openai ENGRAM_OPENAI_MODEL=text-embedding-3-small ENGRAM_OPENAI_DIM=1536'
+    """
+    from engram_pipeline.embed.minilm import MODEL_NAME
+
+    if name == MODEL_NAME:
+        return "ENGRAM_EMBEDDER=minilm"
+    if (dim := name.removeprefix("hashing-")) != name and dim == str(dimension):
+        return "ENGRAM_EMBEDDER=hashing" + (
+            "" if dimension == Settings.hashing_dim else f" ENGRAM_HASHING_DIM={dimension}"
+        )
+    if (model := name.removeprefix("openai-")) != name and model:
+        return f"ENGRAM_EMBEDDER=openai ENGRAM_OPENAI_MODEL={model} ENGRAM_OPENAI_DIM={dimension}"
+    return None
 
 
 def threshold_table() -> str:

@@ -56,11 +56,18 @@ class PlanNotFound(StoreError, LookupError):
 
 
 class EmbedderMismatch(StoreError):
-    def __init__(self, uri: str, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
+    """``select`` is what to set to open the store with its own embedder (``ENGRAM_EMBEDDER=minilm``), or None
+    when no shipped embedder gives its recorded name."""
+
+    def __init__(
+        self, uri: str, stored: str, stored_dim: int, given: str, given_dim: int, *, select: str | None = None
+    ) -> None:
+        self.stored, self.given, self.select = stored, given, select
+        fix = f"Set {select}" if select else "Open it with the embedder that built it"
         super().__init__(
             f"the store at {uri} was built with embedder {stored!r} (dimension {stored_dim}); "
-            f"refusing to open it with {given!r} (dimension {given_dim}). Set ENGRAM_EMBEDDER to "
-            f"{stored!r}, or re-embed into a new store (engram export, then import with the new embedder)."
+            f"refusing to open it with {given!r} (dimension {given_dim}). {fix}, "
+            "or re-embed into a new store (engram export, then import with the new embedder)."
         )
 
 

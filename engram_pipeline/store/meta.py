@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engram_pipeline.embed import embedder_settings
 from engram_pipeline.model import META_SCHEMA, SCHEMA_VERSION, rows_to_table
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.errors import EmbedderMismatch, InvalidInput, MigrationInProgress, ShardCountMismatch
@@ -35,7 +36,9 @@ def check_meta(table: Any, *, uri: str, embedder: str, dimension: int, shards: i
         _with_retry(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(first))
         rows = read_meta(table)
     if rows["embedder"] != embedder or int(rows["dimension"]) != dimension:
-        raise EmbedderMismatch(uri, rows["embedder"], int(rows["dimension"]), embedder, dimension)
+        built, built_dim = rows["embedder"], int(rows["dimension"])
+        select = embedder_settings(built, built_dim)
+        raise EmbedderMismatch(uri, built, built_dim, embedder, dimension, select=select)
     if int(rows.get("schema_version", SCHEMA_VERSION)) != SCHEMA_VERSION:
         raise InvalidInput(
             f"the store at {uri} has schema version {rows['schema_version']}; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engram_pipeline.embed import HashingEmbedder
@@ -185,3 +187,19 @@ def test_plans_and_cursors(store: MemoryStore) -> None:
     store.set_cursor("decay", "alice", {"after": "y"})
     assert store.get_cursor("decay", "alice") == {"after": "y"}
     assert store.get_cursor("decay", "bob") is None
+
+
+@pytest.mark.parametrize("built_with", [{"ENGRAM_EMBEDDER": "minilm"}, {"ENGRAM_HASHING_DIM": "64"}])
+def test_the_mismatch_error_names_settings_that_open_the_store(store_uri: str, built_with: dict[str, str]) -> None:
+    """Following the error's advice opens the store (it once said ENGRAM_EMBEDDER='all-MiniLM-L6-v2', which
+    is refused as an unknown embedder)."""
+    if built_with.get("ENGRAM_EMBEDDER") == "minilm":
+        pytest.importorskip("sentence_transformers")
+    MemoryStore.open(store_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **built_with}))
+    with pytest.raises(EmbedderMismatch) as refused:
+        MemoryStore.open(store_uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    advice = re.search(r"Set ((?:ENGRAM_\w+=\S+ ?)+),", str(refused.value))
+    assert advice, str(refused.value)
+    env = dict(pair.split("=", 1) for pair in advice.group(1).split())
+    assert env == {"ENGRAM_EMBEDDER": "hashing", **built_with}
+    MemoryStore.open(store_uri, settings=Settings.from_env(env))

@@ -136,6 +136,16 @@ class State:
             self._store = MemoryStore.open(self.settings.resolved_db_uri, settings=self.settings, create=create)
         return self._store
 
+    def store_exists(self) -> bool:
+        """Whether the store is there already (then it is open: :attr:`store` returns it)."""
+        from engram_pipeline.store import StoreNotFound
+
+        try:
+            self.open_store(create=False)
+        except StoreNotFound:
+            return False
+        return True
+
     def known_agents(self, agents: Sequence[str]) -> list[str]:
         """``agents`` (deduplicated), refusing any that has no memories in the store."""
         from engram_pipeline.store import UnknownAgent

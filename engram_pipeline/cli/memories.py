@@ -87,12 +87,21 @@ def import_(
     from engram_pipeline.importer import count_lines, import_jsonl
 
     st = state(ctx)
+    new = not st.store_exists()
     store = st.open_store(create=True)
     total = count_lines(file)
-    with progress("import", total) as advance:
-        report = import_jsonl(
-            store, file, batch_size=batch_size, progress=advance, on_error=on_error, dry_run=dry_run, checks=checks
-        )
+    kept = False
+    try:
+        with progress("import", total) as advance:
+            report = import_jsonl(
+                store, file, batch_size=batch_size, progress=advance, on_error=on_error, dry_run=dry_run, checks=checks
+            )
+        kept = not (dry_run or report.errors)
+    finally:
+        # A store this command made and then wrote nothing into (a dry run, a first batch refused) is removed:
+        # a failed import leaves no empty tables behind.
+        if new and not kept:
+            store.discard_if_empty()
     for err in report.errors:
         warn(f"{file}: {err}")
     if st.json:
@@ -104,12 +113,11 @@ def import_(
             f"{report.semantic_duplicates} near-duplicates folded, {report.contradictions} contradictions, "
             f"{report.batches} batches committed, {report.failed_batches} failed"
         )
-    if report.errors:
-        if on_error == "abort":
-            warn(f"error: {len(report.errors)} bad line(s); nothing from their batch was written; import stopped")
-        else:
-            warn(f"error: {len(report.errors)} bad line(s) skipped; every other line was imported")
+    if report.errors and on_error == "abort":
+        warn(f"error: {len(report.errors)} bad line(s); nothing from their batch was written; import stopped")
         raise typer.Exit(1)
+    if report.errors:  # what --on-error skip asked for: the import succeeded
+        warn(f"{len(report.errors)} bad line(s) skipped; every other line was imported")
 
 
 def export(

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -181,6 +182,20 @@ class MemoryStore:
         """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules):
         each shard's ``memories``, ``links``, ``audit``, ``plans``, ``cursors`` and ``access_log``."""
         return {shard.name(base): table for shard in self.shards for base, table in shard.tables().items()}
+
+    def discard_if_empty(self) -> bool:
+        """Drop every table of the store, and its directory when that is left empty, if no table but ``meta``
+        holds a row: a store made for a write that wrote nothing (an import whose every batch failed) leaves
+        nothing behind. Returns whether it did; the store is not usable afterwards."""
+        tables = self.tables()
+        if any(table.count_rows() for table in tables.values()):
+            return False
+        for name in [*tables, "meta"]:
+            self.db.drop_table(name)
+        if "://" not in self.uri:
+            with contextlib.suppress(OSError):  # not empty: something else lives there
+                Path(self.uri).rmdir()
+        return True
 
     def table_versions(self) -> dict[str, int]:
         """The latest version of every table, by name (a fresh look: other handles may have committed); the

@@ -1,9 +1,11 @@
-"""``/docs`` renders offline: a real server and headless Debian chromium with every request that is not for
-127.0.0.1 aborted; the Swagger UI still shows the operations (its JS and CSS come from the server)."""
+"""``/docs`` and ``/redoc`` render offline: a real server and headless Debian chromium with every request that
+is not for 127.0.0.1 aborted; Swagger UI still shows the operations and ReDoc its sidebar (their JS and CSS
+come from the server)."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,13 +31,26 @@ def test_docs_pages_reference_local_assets_only(client: TestClient) -> None:
     assert client.get("/docs-static/swagger-ui.css").headers["content-type"].startswith("text/css")
 
 
+def test_no_script_of_the_docs_pages_loads_anything_from_another_host(client: TestClient) -> None:
+    """ReDoc's script as shipped draws Redocly's logo from cdn.redoc.ly; the served one loads nothing remote."""
+    for page in ("/docs", "/redoc"):
+        for src in re.findall(r'<script src="([^"]+)"', client.get(page).text):
+            script = client.get(src)
+            assert script.status_code == 200 and script.text, src
+            assert not re.findall(r"""\bsrc:\s*["']https?://""", script.text), f"{src} loads from another host"
+    import fastapi_offline
+
+    shipped = Path(fastapi_offline.__file__).parent / "static" / "redoc.standalone.js"
+    assert "cdn.redoc.ly" in shipped.read_text(), "the shipped script changed: revisit engram_pipeline/api/docs.py"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def test_swagger_ui_renders_without_network(tmp_path: Path) -> None:
+def test_the_docs_pages_render_without_network(tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail(f"{CHROMIUM} not found: install it with `apt-get install -y chromium`")
@@ -81,11 +96,15 @@ def test_swagger_ui_renders_without_network(tmp_path: Path) -> None:
                 page.wait_for_selector(".opblock", timeout=30_000)
                 paths = page.locator(".opblock-summary-path").all_inner_texts()
                 page.screenshot(path=str(tmp_path / "docs.png"), full_page=True)
+                page.goto(f"{base}/redoc")  # its sidebar once fetched Redocly's logo from their CDN
+                page.get_by_text("API docs by Redocly").wait_for(timeout=30_000)
+                redoc = page.content()
             finally:
                 browser.close()
         flat = {p.replace("\u200b", "") for p in paths}
         assert {"/v1/memories", "/v1/memories/recall", "/v1/memories/{memory_id}", "/readyz"} <= flat, flat
-        assert aborted == []  # nothing on the page even tried to leave the host
+        assert "/v1/memories/recall" in redoc
+        assert aborted == []  # nothing on either page even tried to leave the host
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -117,23 +117,32 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
     parser.add_argument("--import-only", action="store_true", help="only load the sample and recall (no Dagster)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    env = prepare_environment()
+    from engram_pipeline.embed import EmbedderError
+    from engram_pipeline.extras import MissingExtra, require
+    from engram_pipeline.settings import Settings, SettingsError
+    from engram_pipeline.store import MemoryStore, StoreError
+
+    try:
+        if not args.import_only:  # before anything is written: the whole demo runs its passes through Dagster
+            require("dagster", "the full demo (`--import-only` needs no Dagster)")
+        env = prepare_environment(dagster=not args.import_only)
+        store = MemoryStore.open(settings=Settings.from_env())
+    except (MissingExtra, SettingsError, StoreError, EmbedderError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = "" if args.import_only else f"; Dagster instance: {env['DAGSTER_HOME']}"
+    print(f"store: {store.uri} ({store.embedder.name}){where}", file=out)
+    agents = load_sample(store, [a for a in (args.agents or "").split(",") if a] or None, out=out)
+    if args.import_only:
+        print_recalls(store, agents, out=out)
+        return 0
 
     # Imported once the environment is set: the code location binds its resources from it.
     from dagster import DagsterInstance
 
     from assets.definitions import defs
     from assets.partitions import AGENTS
-    from engram_pipeline.settings import Settings
-    from engram_pipeline.store import MemoryStore
 
-    settings = Settings.from_env()
-    store = MemoryStore.open(settings=settings)
-    print(f"store: {store.uri} ({store.embedder.name}); Dagster instance: {env['DAGSTER_HOME']}", file=out)
-    agents = load_sample(store, [a for a in (args.agents or "").split(",") if a] or None, out=out)
-    if args.import_only:
-        print_recalls(store, agents, out=out)
-        return 0
     ok = True
     with DagsterInstance.get() as instance:
         new = [a for a in agents if not instance.has_dynamic_partition(AGENTS, a)]

@@ -44,7 +44,9 @@ def dagster_command() -> str:
     beside = Path(sys.executable).parent / "dagster"
     found = str(beside) if beside.exists() else shutil.which("dagster")
     if found is None:
-        raise SystemExit("error: the dagster command is not installed in this environment")
+        raise SystemExit(
+            "error: the dagster command is not installed in this environment: pip install 'engram-pipeline[dagster]'"
+        )
     return found
 
 

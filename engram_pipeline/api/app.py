@@ -1,6 +1,6 @@
 """The memory API: an app factory, its lifespan, and the mapping of store errors to HTTP answers.
 
->>> from engram_pipeline.settings import Settings
+>>> from engram_pipeline.settings import Settings, SettingsError
 >>> app = create_app(settings=Settings(embedder="hashing", db_uri="memory://"))
 >>> sorted(p for p in app.openapi()["paths"] if p.startswith("/v1/memories"))[:2]
 ['/v1/memories', '/v1/memories/recall']
@@ -11,7 +11,9 @@ Run it with :func:`serve` (``engram serve``), or ``python -m engram_pipeline.api
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,7 +29,7 @@ from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
 from engram_pipeline.api.docs import add_offline_docs
 from engram_pipeline.api.routes import agents, memories, probes
-from engram_pipeline.settings import Settings
+from engram_pipeline.settings import Settings, SettingsError
 from engram_pipeline.store import (
     InvalidInput,
     MemoryNotFound,
@@ -161,10 +163,46 @@ def serve(host: str, port: int, settings: Settings, *, log_level: str = "info", 
 
     keys = KeyRing.from_settings(settings)
     check_bind(host, keys)
+    # Bound before the app starts: the lifespan loads the embedder (seconds for MiniLM), and a port in use
+    # must be the first thing reported, not the last. uvicorn listens on it once the lifespan is done.
+    sock = bind_port(host, port)
     if not keys.enabled:
         print(
             f"engram: no API keys configured; serving loopback callers on {host}:{port} without authentication",
             file=sys.stderr,
         )
     app = create_app(settings=settings, access_interval_s=access_interval_s)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # what uvicorn says itself when it binds the port (here it was bound before)
+                url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+                logging.getLogger("uvicorn.error").info("Uvicorn running on %s (Press CTRL+C to quit)", url)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    if not server.started:  # the lifespan failed: uvicorn logged why
+        raise SystemExit(3)
+
+
+def bind_port(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet). Raises ``SettingsError`` when the port is taken
+    or the address cannot be used, naming it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may bind over TIME_WAIT, as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = (
+            "the port is in use (another server?); choose another with --port" if exc.errno == errno.EADDRINUSE else exc
+        )
+        raise SettingsError(f"cannot listen on {host}:{port}: {why}") from None
+    return sock

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from engram_pipeline.extras import extra_of, missing
 from engram_pipeline.model import CONFIDENCE_TIERS
 from engram_pipeline.settings import Settings, SettingsError
 
@@ -78,10 +79,11 @@ class CliError(Exception):
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from engram_pipeline.embed import EmbedderError
+    from engram_pipeline.extras import MissingExtra
     from engram_pipeline.store import StoreError
 
     # ValueError covers SettingsError, InvalidInput and json.JSONDecodeError; OSError a path we cannot use.
-    return (CliError, StoreError, SettingsError, EmbedderError, ValueError, OSError)
+    return (CliError, StoreError, SettingsError, EmbedderError, MissingExtra, ValueError, OSError)
 
 
 class EngramGroup(TyperGroup):
@@ -163,12 +165,16 @@ def state(ctx: typer.Context) -> State:
     return obj
 
 
-def library(module: str, name: str) -> Callable[..., Any]:
-    """A library function imported on first use, so that ``engram --help`` stays fast and a pass that is
-    not installed fails only the command that needs it, with a clear message."""
+def library(module: str, name: str, *, what: str) -> Callable[..., Any]:
+    """A library function imported on first use, so that ``engram --help`` stays fast and a part that is
+    not installed fails only the command that needs it (``what``), with a message naming its extra."""
     try:
         fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
+    except ImportError as exc:
+        if extra_of(exc.name):
+            raise missing(exc, what) from None
+        raise CliError(f"{module}.{name} is not available in this installation ({exc})") from None
+    except AttributeError as exc:
         raise CliError(f"{module}.{name} is not available in this installation ({exc})") from None
     return fn
 

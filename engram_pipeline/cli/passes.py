@@ -29,6 +29,7 @@ from engram_pipeline.cli._common import (
     tracked,
     warn,
 )
+from engram_pipeline.extras import require
 from engram_pipeline.reporting import report_fields, report_json
 
 
@@ -261,6 +262,8 @@ def health(
     st = state(ctx)
     from engram_pipeline.lifecycle.health import health as fn
 
+    if plot is not None:  # before any work: a missing extra is the whole answer
+        require("plot", "engram health --plot")
     agents = _agents(st, agent, all_agents)
     _run(st, agents, lambda a: fn(st.store, a))
     if plot is not None:

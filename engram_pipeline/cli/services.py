@@ -20,7 +20,7 @@ def serve(
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = API_PORT,
 ) -> None:
     """Serve the memory API (FastAPI, /v1, OpenAPI at /openapi.json)."""
-    library("engram_pipeline.api", "serve")(host, port, state(ctx).settings)
+    library("engram_pipeline.api", "serve", what="engram serve")(host, port, state(ctx).settings)
 
 
 def mcp(
@@ -29,7 +29,7 @@ def mcp(
     admin: Annotated[bool, typer.Option("--admin", help="let consolidate_corpus apply reviewed merge plans")] = False,
 ) -> None:
     """Run the MCP server (stdio) for one agent."""
-    library("engram_pipeline.api", "run_mcp")(agent, state(ctx).settings, admin=admin)
+    library("engram_pipeline.api", "run_mcp", what="engram mcp")(agent, state(ctx).settings, admin=admin)
 
 
 def demo(

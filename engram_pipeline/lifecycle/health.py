@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engram_pipeline.extras import missing
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
 from engram_pipeline.similarity.bands import filter_bands, merge_band
@@ -267,11 +268,14 @@ def tier_label(name: str) -> str:
 def render_health_chart(report: HealthReport, confidences: Any, path: str | Path) -> Path:
     """Write a PNG: visible memories per confidence tier (left, each bar labelled with its count) and the
     confidence histogram over the tier bands (right), with one legend naming each tier and its range."""
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError as exc:
+        raise missing(exc, "the health chart") from None
 
     path = Path(path)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)

@@ -41,7 +41,8 @@ ui: install
 	$(PY) -m assets.ui --port $(PORT)
 
 # The distributed profile's local cluster (Postgres, Redis, Ceph RGW on 127.0.0.1; docs/deploy.md): `make cluster`
-# prints the environment to export, `make cluster-down` stops it. Needs scripts/install_cluster.sh's packages.
+# prints the environment to export (again, starting nothing, when it runs already), `make cluster-down` stops
+# what it started. Needs scripts/install_cluster.sh's packages.
 CLUSTER_DIR ?= $(ENGRAM_HOME)/cluster
 cluster: install
 	$(PY) -m deploy.local_cluster up --dir $(CLUSTER_DIR)

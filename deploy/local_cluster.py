@@ -2,7 +2,9 @@
 
 One place for the recipe: ``make cluster`` (a developer), ``tests/deploy`` (CI) and ``docs/deploy.md`` all use it.
 Every service runs from Debian's packages (``postgresql``, ``redis-server``, ``ceph-mon ceph-osd ceph-mgr
-radosgw``) under one directory, listens on a free loopback port, and is stopped by the PIDs it wrote::
+radosgw``) under one directory, listens on a free loopback port, and is stopped by the PIDs it wrote (with each
+process's start time, so that a PID reused by another process is left alone). ``up`` on a directory whose
+cluster is running leaves it as it is and prints its environment again::
 
     python -m deploy.local_cluster up --dir /tmp/engram-cluster     # prints the environment to export
     python -m deploy.local_cluster down --dir /tmp/engram-cluster
@@ -74,6 +76,18 @@ def _pg_bin() -> Path | None:
     return Path(found).parent if found else None
 
 
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None when there is no live
+    process ``pid`` (a zombie counts as gone). A PID and its start time name one process: after a reboot or a
+    wrap of PIDs the same number is another process, which ``down`` must leave alone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
 @dataclass
 class Cluster:
     """The services of one cluster directory and how to reach them."""
@@ -83,6 +97,8 @@ class Cluster:
     pids: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     pg_home: Path | None = None
+    # when each recorded process started (process_start): with its PID, it names that process and no other
+    started: dict[str, str] = field(default_factory=dict)
     # the processes this object spawned (kept so that they are waited for, not left to the garbage collector)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
@@ -128,14 +144,28 @@ class Cluster:
         }
 
     def save(self) -> None:
-        state = {"ports": self.ports, "pids": self.pids, "pg_home": str(self.pg_home) if self.pg_home else None}
+        state = {
+            "ports": self.ports,
+            "pids": self.pids,
+            "started": self.started,
+            "pg_home": str(self.pg_home) if self.pg_home else None,
+        }
         (self.root / "cluster.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
     def load(cls, root: Path) -> Cluster:
         data = json.loads((root / "cluster.json").read_text())
         pg_home = Path(data["pg_home"]) if data.get("pg_home") else None
-        return cls(root=root, ports=data["ports"], pids=data["pids"], pg_home=pg_home)
+        return cls(root=root, ports=data["ports"], pids=data["pids"], pg_home=pg_home, started=data.get("started", {}))
+
+    def running(self) -> dict[str, bool]:
+        """Each recorded service: whether the process this cluster started is still there."""
+        return {name: self._is_ours(name, pid) for name, pid in self.pids.items()}
+
+    def _is_ours(self, name: str, pid: int) -> bool:
+        now = process_start(pid)
+        # a cluster.json written before start times were recorded: the PID alone
+        return now is not None and self.started.get(name, now) == now
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> Cluster:
@@ -163,19 +193,25 @@ class Cluster:
                 stop = [str(pg / "pg_ctl"), "-D", str(self.pg_home / "data"), "-m", "immediate", "-w", "stop"]
                 _as_postgres(stop, timeout=30)
         for name, pid in reversed(list(self.pids.items())):
-            terminate(pid)
+            if self._is_ours(name, pid):  # never a process that merely reuses a recorded PID
+                terminate(pid)
             if (proc := self.procs.pop(name, None)) is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
         self.pids.clear()
+        self.started.clear()
         if self.pg_home and self.pg_home.parent != self.root:
             shutil.rmtree(self.pg_home, ignore_errors=True)  # a throwaway directory of its own (see _start_postgres)
         if (self.root / "cluster.json").exists():
             self.save()
 
-    def _started(self, name: str, proc: subprocess.Popen[bytes]) -> None:
-        self.pids[name] = proc.pid
-        self.procs[name] = proc
+    def _started(self, name: str, proc: subprocess.Popen[bytes] | None = None, *, pid: int | None = None) -> None:
+        """Record a service's process at once, so that ``down`` finds it even if ``up`` dies before the end."""
+        self.pids[name] = pid if proc is None else proc.pid
+        if proc is not None:
+            self.procs[name] = proc
+        self.started[name] = process_start(self.pids[name]) or ""
+        self.save()
 
     # -- redis ------------------------------------------------------------------------------------------
     def _start_redis(self) -> None:
@@ -209,7 +245,7 @@ class Cluster:
         options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         server_log = str(home / "server.log")
         _as_postgres([str(pg / "pg_ctl"), "-D", str(data), "-l", server_log, "-o", options, "-w", "start"], log=log)
-        self.pids["postgres"] = int((data / "postmaster.pid").read_text().split()[0])
+        self._started("postgres", pid=int((data / "postmaster.pid").read_text().split()[0]))
         created = _as_postgres(
             [str(pg / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", PG_USER, "-d", "postgres", "-tAc",
              f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"],
@@ -233,6 +269,9 @@ class Cluster:
 
     def _start_ceph(self) -> None:
         base = self.root / "ceph"
+        # Every start makes a new Ceph cluster (a new fsid): what an earlier one left here (its monmap, mon store
+        # and OSD) cannot be reused, and monmaptool refuses to overwrite it. Its objects go with it.
+        shutil.rmtree(base, ignore_errors=True)
         for sub in ("mon/ceph-a", "mgr/ceph-x", "osd/ceph-0", "run", "log", "rgw/ceph-rgw.a"):
             (base / sub).mkdir(parents=True, exist_ok=True)
         mon_port = self.ports.setdefault("mon", free_port())
@@ -435,15 +474,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(".engram/cluster"), help="where the services keep data")
     args = parser.parse_args(argv)
     root = args.dir.resolve()
+    recorded = Cluster.load(root) if (root / "cluster.json").exists() else None
+    up = {name for name, alive in recorded.running().items() if alive} if recorded else set()
     if args.command == "up":
-        if missing := missing_binaries():
+        if recorded and up and up == set(recorded.pids):
+            # `make cluster` twice: the first cluster stays as it is, cluster.json too
+            print(f"# already running under {root}; stop with: python -m deploy.local_cluster down --dir {root}")
+        elif up:
+            gone = sorted(set(recorded.pids) - up) if recorded else []
+            print(
+                f"error: the cluster under {root} is only partly running ({', '.join(gone)} stopped): "
+                f"stop the rest with `python -m deploy.local_cluster down --dir {root}` (make cluster-down), "
+                "then start it again",
+                file=sys.stderr,
+            )
+            return 1
+        elif missing := missing_binaries():
             print(f"missing: {', '.join(missing)} (apt-get install {' '.join(DEBIAN_PACKAGES)})", file=sys.stderr)
             return 1
-        cluster = Cluster(root).start()
-        print(f"# started in {cluster.timings} s; stop with: python -m deploy.local_cluster down --dir {root}")
+        else:
+            try:
+                cluster = Cluster(root).start()
+            except ClusterError as exc:  # start() stopped what it had started
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            print(f"# started in {cluster.timings} s; stop with: python -m deploy.local_cluster down --dir {root}")
     elif args.command == "down":
-        Cluster.load(root).stop()
+        if recorded is None:
+            print(f"# no cluster under {root}: nothing to stop")
+            return 0
+        recorded.stop()
+        print(f"# stopped {', '.join(sorted(up)) or 'nothing (no recorded process was running)'}")
         return 0
+    if not (root / "cluster.json").exists():
+        print(
+            f"error: no cluster under {root}: start one with `python -m deploy.local_cluster up --dir {root}`",
+            file=sys.stderr,
+        )
+        return 1
     cluster = Cluster.load(root)
     for key, value in cluster.env().items():
         print(f"export {key}='{value}'")

@@ -1,6 +1,6 @@
 """One typed settings object, read from the environment once and validated at boot.
 
-Every variable of DESIGN.md is a field here; the variable name, its meaning and any older name it is also read
+Every variable of docs/design.md is a field here; the variable name, its meaning and any older name it is also read
 from sit in the field's metadata, so the table below is the only place a name or a default is written
 (:func:`env_table` renders it for docs/configuration.md). Library code receives a ``Settings``; it never
 reads ``os.environ`` itself.

@@ -98,9 +98,8 @@ def threshold_table() -> str:
     for kind in ("minilm", "hashing", "openai"):
         doc = load_profile_document(kind)
         t = load_profile(kind)
-        source = (
-            "STS 2014-2015, held out 2016" if "calibrated_by" in doc else "not calibrated here: DESIGN.md's defaults"
-        )
+        calibrated = "calibrated_by" in doc
+        source = "STS 2014-2015, held out 2016" if calibrated else "not calibrated here: docs/design.md's defaults"
         band = f"[{t['contradiction_threshold']:g}, {t['contradiction_threshold_max']:g})"
         lines.append(f"| {kind} | {t['duplicate_threshold']:g} | {t['merge_threshold']:g} | {band} | {source} |")
     return "\n".join(lines)

@@ -141,10 +141,13 @@ def test_cli_commands_against_the_demo_store(demo: str, checkout: Path, env: dic
         assert "Traceback" not in done.stderr
 
 
-def test_store_snippet_runs(demo: str, checkout: Path, env: dict[str, str]) -> None:
+def test_store_snippet_runs_and_runs_again(demo: str, checkout: Path, env: dict[str, str]) -> None:
+    """A reader runs it more than once: the second run finds the memory the first one made (it once hard-coded
+    ``expected_version=1`` and failed there)."""
     snippet = code_block("### The store", "python")
-    done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env)
-    assert done.returncode == 0, done.stderr
+    for run in ("first", "second"):
+        done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env)
+        assert done.returncode == 0, f"{run} run: {done.stderr}"
 
 
 def test_serve_and_the_client_snippet(demo: str, checkout: Path, env: dict[str, str]) -> None:
@@ -161,10 +164,11 @@ def test_serve_and_the_client_snippet(demo: str, checkout: Path, env: dict[str, 
     )
     try:
         snippet = code_block("From Python, `engram_pipeline.client`", "python").replace("8080", port)
-        done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env, timeout=120)
-        assert done.returncode == 0, done.stderr
-        score, decayed = done.stdout.split()
-        assert 0.0 <= float(score) <= 1.0 and int(decayed) >= 0
+        for run in ("first", "second"):  # re-runnable, as the store's snippet
+            done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env, timeout=120)
+            assert done.returncode == 0, f"{run} run: {done.stderr}"
+            score, decayed = done.stdout.split()
+            assert 0.0 <= float(score) <= 1.0 and int(decayed) >= 0
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -48,6 +48,7 @@ from engram_pipeline.store import (
     PlanClosed,
     PlanNotFound,
     RestoreConflict,
+    RestoreDuplicate,
     VersionConflict,
 )
 from engram_pipeline.store.recall import MAX_K
@@ -115,6 +116,8 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
                     f"{exc.expected}, it is now at version {exc.current}). Re-read it with get_memory, "
                     "re-apply your change, and retry with the new version."
                 ) from None
+            except RestoreDuplicate as exc:
+                raise ToolError(f"CONFLICT: {exc}") from None
             except (MemoryNotFound, NothingToRestore, PlanNotFound) as exc:
                 raise ToolError(f"NOT_FOUND: {exc}") from None
             except PlanClosed as exc:

@@ -36,7 +36,8 @@ class DerivedPlan:
     ``specs``: new rows (``content``, ``confidence``, ``metadata``, ``sources`` = [(id, score)]).
     ``changes``: compare-and-set changes; ``redo`` decides a missed row again from its fresh copy (None: no
     change any more). ``links(applied)``: the links that the applied changes bring. ``embed_changes``: the
-    changes rewrite ``content`` and need its vector.
+    changes rewrite ``content`` and need its vector. ``gone``: rows the stage had to leave out because they
+    left recall while it ran (counted as skipped).
     """
 
     agent_id: str
@@ -47,11 +48,13 @@ class DerivedPlan:
     links: Callable[[set[str]], list[Link]] = lambda applied: []
     embed_changes: bool = False
     relinks: list[Link] = field(default_factory=list)
+    gone: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class DerivedWrite:
-    """One agent's share of :func:`write_derived`: the ids inserted, changed, and skipped as edited meanwhile."""
+    """One agent's share of :func:`write_derived`: the ids inserted, changed, and skipped as edited meanwhile
+    (or gone from recall while the stage ran)."""
 
     created: tuple[str, ...] = ()
     applied: tuple[str, ...] = ()
@@ -113,7 +116,7 @@ def write_derived(
         links += p.links(applied & mine)
         created = tuple(r["id"] for r, _ in rows if r["agent_id"] == p.agent_id and r["id"] in inserted)
         out[p.agent_id] = DerivedWrite(
-            created, tuple(i for i in result.applied if i in mine), tuple(i for i in skipped if i in mine)
+            created, tuple(i for i in result.applied if i in mine), (*(i for i in skipped if i in mine), *p.gone)
         )
     store.add_links(links + _missing([link for p in plans for link in p.relinks], store), run_id=run_id)
     return out

@@ -321,6 +321,10 @@ def plan_beliefs(
         zip([r["id"] for r in episodes], extractor.extract_claims([r["content"] for r in episodes]), strict=True)
     )
     when = {r["id"]: r["created_at"] for r in episodes}
+    # An episode that left recall between the clustering read and this one (pruned, merged, archived, deleted)
+    # votes no more: it is left out of its cluster and counted as skipped.
+    gone = sorted({e for g in groups for e in g} - when.keys())
+    groups = tuple(tuple(e for e in g if e in when) for g in groups) if gone else groups
     groups = (*groups, *slot_groups(claims, when, since=since))
     cands = vote(groups, claims, support_k=s.belief_support_k, floor=s.archive_confidence, when=when)
     index = index_rows([dict(r) for r in rows.get("semantic", [])], extractor) if cands else {}
@@ -382,6 +386,7 @@ def plan_beliefs(
         redo=lambda r: _reinforcement(r, support_of.get(r["id"], set()), now),
         links=links,
         relinks=_relinks(rows.get("semantic", []), now=now, run_id=run_id) if relink else [],
+        gone=tuple(gone),
     )
     return plan, len(groups), conflicts
 

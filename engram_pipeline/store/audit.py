@@ -20,6 +20,8 @@ from engram_pipeline.store.sql import eq, in_list
 # Audit actions after which ``restore`` may bring a row back.
 HidingAction = Literal["prune", "merge", "supersede", "archive", "delete"]
 HIDING_ACTIONS: tuple[HidingAction, ...] = ("prune", "merge", "supersede", "archive", "delete")
+# Those of them that remove the row from the table (the others leave it there, hidden).
+REMOVING_ACTIONS: tuple[HidingAction, ...] = ("prune", "delete")
 AuditEvent = dict[str, Any]  # a row of AUDIT_SCHEMA
 
 

@@ -22,6 +22,7 @@ without checks but are candidates for the rows after them when visible.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,12 +60,21 @@ class BulkWrite:
 
 
 def write_checked(
-    store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int], checked: Sequence[bool], actor: str
+    store: MemoryStore,
+    rows: Sequence[Memory],
+    *,
+    checked_at: Mapping[int, int],
+    checked: Sequence[bool],
+    actor: str,
+    rounds: int = 3,
 ) -> BulkWrite:
     """Check ``rows`` (new content, with vectors) as ``remember`` would one after another, then write them.
 
     ``checked_at`` is, per shard, the table version the exact-duplicate check read (see
     :func:`engram_pipeline.store.write_path.insert_new`); ``checked[i]`` False writes ``rows[i]`` unchecked.
+    A row whose stored row to fold into is deleted before the fold is checked and written again after the
+    batch, as ``remember`` does (:func:`engram_pipeline.store.write_path.remember_batch`), up to ``rounds``
+    times; past that it is left out, as a lost race.
     """
     if not any(checked):
         inserted = insert_new(store, rows, checked_at=checked_at) if rows else []
@@ -99,11 +109,27 @@ def write_checked(
     gone = batch_ids - set(inserted)
     merges = [m for m in merges if m[0]["id"] not in gone]
     found = [f for f in found if f[0]["id"] not in gone and f[1]["id"] not in gone]
-    # a row deleted or edited without pause meanwhile is not folded into (remember would tell its writer so)
-    failed = collapse_many(store, _whole(store, merges), actor=actor) if merges else {}
+    # a row edited without pause meanwhile is not folded into (remember would tell its writer so); a write
+    # whose row was deleted meanwhile is checked again below
+    merges, vanished = _whole(store, merges)
+    failed = collapse_many(store, merges, actor=actor) if merges else {}
     apply_contradictions(store, found, actor=actor)
     folded = sum(1 for existing, _, _ in merges if existing["id"] not in failed)
-    return BulkWrite(tuple(inserted), len(new) - len(inserted), folded, len(found))
+    done = BulkWrite(tuple(inserted), len(new) - len(inserted), folded, len(found))
+    again = [*vanished, *(n for e, n, _ in merges if isinstance(failed.get(e["id"]), MemoryNotFound))]
+    if not again:
+        return done
+    if not rounds:
+        return dataclasses.replace(done, lost_races=done.lost_races + len(again))
+    redo = write_checked(
+        store, again, checked_at=checked_at, checked=[True] * len(again), actor=actor, rounds=rounds - 1
+    )
+    return BulkWrite(
+        done.inserted + redo.inserted,
+        done.lost_races + redo.lost_races,
+        done.semantic_duplicates + redo.semantic_duplicates,
+        done.contradictions + redo.contradictions,
+    )
 
 
 class _Pools:
@@ -206,16 +232,23 @@ def _stored_near(
     return out
 
 
-def _whole(store: MemoryStore, merges: list[tuple[Memory, Memory, float]]) -> list[tuple[Memory, Memory, float]]:
+def _whole(
+    store: MemoryStore, merges: list[tuple[Memory, Memory, float]]
+) -> tuple[list[tuple[Memory, Memory, float]], list[Memory]]:
     """``merges`` with each existing row that was read with the :data:`.write_cache.CHECKED` columns only read
-    whole (a collapse writes from the whole row), as ``remember``'s collapse reads it."""
+    whole (a collapse writes from the whole row), as ``remember``'s collapse reads it; and apart, the new
+    rows of the merges whose existing row is gone."""
     names = set(store.memory_schema.names)
     partial = [e for e, _, _ in merges if not e.keys() >= names]
     whole = rows_by_id(store, partial) if partial else {}
-    if missing := {e["id"] for e in partial} - whole.keys():
-        raise MemoryNotFound(min(missing))
-    read = [{**whole[e["id"]], "_similarity": e["_similarity"]} if e["id"] in whole else e for e, _, _ in merges]
-    return [(e, n, s) for e, (_, n, s) in zip(read, merges, strict=True)]
+    missing = {e["id"] for e in partial} - whole.keys()
+    kept, vanished = [], []
+    for e, n, s in merges:
+        if e["id"] in missing:
+            vanished.append(n)
+        else:
+            kept.append(({**whole[e["id"]], "_similarity": e["_similarity"]} if e["id"] in whole else e, n, s))
+    return kept, vanished
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

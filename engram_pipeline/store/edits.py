@@ -24,9 +24,16 @@ from engram_pipeline.model import (
     utcnow,
 )
 from engram_pipeline.store import validation as v
+from engram_pipeline.store.audit import REMOVING_ACTIONS
 from engram_pipeline.store.cas import Change, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
-from engram_pipeline.store.errors import InvalidInput, NothingToRestore, RestoreConflict, VersionConflict
+from engram_pipeline.store.errors import (
+    InvalidInput,
+    NothingToRestore,
+    RestoreConflict,
+    RestoreDuplicate,
+    VersionConflict,
+)
 from engram_pipeline.store.sql import at_versions, lit
 
 if TYPE_CHECKING:
@@ -147,7 +154,11 @@ def restore(
       with :class:`RestoreConflict` unless ``expected_version`` is the version it is at now (the caller
       read the current row and chooses the pre-image over it);
     * a given ``expected_version`` must be the current version, else :class:`VersionConflict`;
-    * a row that is gone (pruned, deleted) has no current version: it is inserted back as it was.
+    * a row that is gone (pruned, deleted) has no current version: it is inserted back as it was
+      (:func:`_insert_back`), once whatever races, and not beside a row holding its content again.
+
+    Of two restores of one row at once, one restores it and the other is refused (:class:`NothingToRestore`
+    or :class:`VersionConflict`) and changes nothing.
 
     Restoring a merged member also removes its ``duplicate-of`` link and its entry in the canonical's
     ``merged_from`` (the canonical keeps the tags it took in the merge).
@@ -159,8 +170,11 @@ def restore(
         raise NothingToRestore(memory_id)
     image, event = found
     if any(e["action"] == "restore" and e["at"] >= event["at"] for e in store.audit_events(memory_id)):
-        raise NothingToRestore(memory_id, reason=f"it was already restored after its {event['action']}")
+        raise _already_restored(memory_id, event["action"])
     current = store.get_many([memory_id])
+    if current and event["action"] in REMOVING_ACTIONS:
+        # Removed, and here again: a racing restore put it back and has not recorded its event yet.
+        raise _already_restored(memory_id, event["action"])
     if current:
         row = current[0]
         now, hidden_at = int(row["version"]), int(image["version"]) + 1
@@ -175,10 +189,7 @@ def restore(
             raise _conflict(store, memory_id, now)
         before: Memory | None = row
     else:
-        restored = {**image, "version": image["version"] + 1}
-        table = rows_to_table([restored], store.memory_schema)
-        memories = store.shard_for(image["agent_id"]).memories
-        _with_retry(lambda: memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+        _insert_back(store, image, event["action"])
         before = None
     after = store.get(memory_id, track_access=False)
     store.record_audit(
@@ -198,6 +209,40 @@ def restore(
         if canonical:
             _unmerge(store, before["agent_id"], memory_id, canonical, actor=actor)
     return after
+
+
+def _insert_back(store: MemoryStore, image: Memory, action: str) -> None:
+    """Insert a removed row back from its pre-image, or raise why not (nothing inserted, or withdrawn).
+
+    One row per id by construction: the insert is a ``merge_insert`` on ``id``, the table's primary key
+    (:data:`~engram_pipeline.store.shards.PRIMARY_KEY`), so of two racing restores the second inserts
+    nothing and hears :class:`NothingToRestore`. One row per content as for any write (exact dedup): a row
+    holding the content again (remembered after the delete) refuses the restore with
+    :class:`RestoreDuplicate`; one committed by a writer racing the insert is settled after it as racing
+    writers are (the row committed first stays: :meth:`MemoryStore._drop_lost_races`, which withdraws
+    this row, audited, when it came second).
+    """
+    memory_id, agent_id, digest = image["id"], image["agent_id"], image["content_hash"]
+    there = store._by_hash(agent_id, digest)
+    if there is not None:
+        if there["id"] == memory_id:
+            raise _already_restored(memory_id, action)
+        raise RestoreDuplicate(memory_id, existing_id=there["id"])
+    restored = {**image, "version": image["version"] + 1}
+    table = rows_to_table([restored], store.memory_schema)
+    memories = store.shard_for(agent_id).memories
+    result = _with_retry(lambda: memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+    if not result.num_inserted_rows:  # a racing restore's insert committed first
+        raise _already_restored(memory_id, action)
+    if memory_id not in store._drop_lost_races([restored]):
+        stays = store._by_hash(agent_id, digest)
+        if stays is None:  # and the row that won was deleted since
+            raise NothingToRestore(memory_id, reason="a write of the same content came first")
+        raise RestoreDuplicate(memory_id, existing_id=stays["id"])
+
+
+def _already_restored(memory_id: str, action: str) -> NothingToRestore:
+    return NothingToRestore(memory_id, reason=f"it was already restored after its {action}")
 
 
 def _unmerge(store: MemoryStore, agent_id: str, member_id: str, canonical_id: str, *, actor: str) -> None:

@@ -47,6 +47,19 @@ class NothingToRestore(StoreError):
         super().__init__(f"memory {memory_id!r}: nothing to restore; {why}")
 
 
+class RestoreDuplicate(NothingToRestore):
+    """The content of the row to restore is stored again, as another memory: restoring would store it twice."""
+
+    def __init__(self, memory_id: str, *, existing_id: str) -> None:
+        self.existing_id = existing_id
+        NothingToRestore.__init__(
+            self,
+            memory_id,
+            reason=f"its content is stored again, as memory {existing_id!r} (one row per content); use that "
+            f"memory, or delete it and restore this one",
+        )
+
+
 class PlanNotFound(StoreError, LookupError):
     def __init__(self, plan_id: str) -> None:
         self.plan_id = plan_id

@@ -3,21 +3,25 @@
 The store's tables are laid out for the shard count recorded in ``meta`` (:mod:`engram_pipeline.store.shards`).
 A migration to ``N``:
 
-1. records ``migration = {"from": M, "to": N, "done": [], "versions": ...}`` in ``meta`` (``versions``: every
-   source table's version). From this commit on, every open of the store is refused with
-   :class:`~engram_pipeline.store.errors.MigrationInProgress` (whatever ``ENGRAM_SHARDS`` says), so nothing
-   writes to either layout;
-2. for each target shard not yet ``done``: each of its six tables is written whole from the source tables
+1. records ``migration = {"from": M, "to": N, "done": []}`` in ``meta``. From this commit on, every open of
+   the store is refused with :class:`~engram_pipeline.store.errors.MigrationInProgress` (whatever
+   ``ENGRAM_SHARDS`` says), so nothing writes to either layout;
+2. when no target shard is ``done`` yet, records every source table's version (``versions``): the state the
+   copy starts from;
+3. for each target shard not yet ``done``: each of its six tables is written whole from the source tables
    (every row whose agent hashes to it; a lease row by the agent its key names), replacing any table of that
    name (a killed copy of this shard is simply done again), then the shard is added to ``done``;
-3. checks that no source table moved since step 1 (a process that opened the store before the migration
+4. checks that no source table moved since step 2 (a process that opened the store before the migration
    began could still write to it: then the copy is thrown away, ``done`` emptied, and the run refuses with a
-   message to stop the writers and run again), and records ``shards = N`` with the migration cleared, in one
-   commit: the switch;
-4. drops the source tables.
+   message to stop the writers and run again; the next run records the versions it starts from, so writes
+   made before every writer stopped do not refuse it again), and records ``shards = N`` with the migration
+   cleared, in one commit: the switch;
+5. drops the tables of every other layout (the source's, and any an earlier migration killed after its
+   switch left behind).
 
 Killed anywhere, the next ``engram migrate --shards N`` resumes at the first target shard not done; before the
-switch the source tables are untouched, after it they are only garbage. Rows are copied as they are (every
+switch the source tables are untouched, after it they are only garbage, which any later ``engram migrate``
+drops (to the store's current count too, which changes nothing else). Rows are copied as they are (every
 column, ``version`` included); the new ``memories`` tables are made with stable row ids
 (:func:`~engram_pipeline.store.shards.create_memories`, so a store made before them gets them) and get
 their BTree indexes, and the vector index is left to maintenance (``engram maintain``). Cost: each source
@@ -36,6 +40,7 @@ table is read once per target shard (one source table in memory at a time).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +67,7 @@ class MigrationReport:
     rows: dict[str, int]  # rows in each kind of table (memories, links, ...) after, over all shards
     copied: tuple[int, ...]  # target shards this run copied (the others a killed run had done)
     resumed: bool  # whether this run finished a migration an earlier run began
+    dropped: tuple[str, ...] = ()  # the tables of other layouts this run dropped
 
 
 def migrate(
@@ -72,9 +78,11 @@ def migrate(
     embedder: Embedder | None = None,
     storage_options: dict[str, str] | None = None,
     after_shard: Callable[[int], None] | None = None,
+    after_drop: Callable[[str], None] | None = None,
 ) -> MigrationReport:
     """Re-shard the store at ``uri`` into ``shards`` shards; see the module. ``after_shard(k)`` is called once
-    target shard ``k`` is copied and recorded (tests kill the run there)."""
+    target shard ``k`` is copied and recorded, ``after_drop(name)`` once a table of another layout is dropped
+    (tests kill the run there)."""
     if shards < 1:
         raise InvalidInput(f"a store has at least one shard, not {shards}")
     store = MemoryStore.open(
@@ -86,8 +94,9 @@ def migrate(
     resumed = state is not None
     if state is None:
         if shards == source:
-            return MigrationReport(source, source, _counts(store.db, source), (), False)
-        state = {"from": source, "to": shards, "done": [], "versions": _versions(store.db, source)}
+            dropped = _drop_other_layouts(store.db, source, after_drop)
+            return MigrationReport(source, source, _counts(store.db, source), (), False, dropped)
+        state = {"from": source, "to": shards, "done": []}
         write_meta(store.meta, {MIGRATION: json.dumps(state)})
     elif int(state["to"]) != shards:
         raise StoreError(
@@ -95,6 +104,9 @@ def migrate(
             f"finish that first (`engram migrate --shards {state['to']}`), then migrate again"
         )
     db, memory_schema = store.db, store.memory_schema
+    if not state["done"]:  # the copy starts (again) here: it is judged on the state it copies from now on
+        state["versions"] = _versions(db, source)
+        write_meta(store.meta, {MIGRATION: json.dumps(state)})
     copied = []
     for k in range(shards):
         if k in state["done"]:
@@ -107,7 +119,7 @@ def migrate(
         if after_shard is not None:
             after_shard(k)
     if _versions(db, source) != state["versions"]:
-        state.update(done=[], versions=_versions(db, source))
+        state.update(done=[])
         write_meta(store.meta, {MIGRATION: json.dumps(state)})
         raise StoreError(
             f"the store at {store.uri} was written to while it was being re-sharded (a process opened it "
@@ -115,11 +127,40 @@ def migrate(
             f"`engram migrate --shards {shards}` again"
         )
     write_meta(store.meta, {SHARDS: str(shards), MIGRATION: None})  # the switch, in one commit
-    for base in TABLES:
-        for k in range(source):
-            if open_table(db, table_name(base, k, source)) is not None:
-                db.drop_table(table_name(base, k, source))
-    return MigrationReport(source, shards, _counts(db, shards), tuple(copied), resumed)
+    dropped = _drop_other_layouts(db, shards, after_drop)
+    return MigrationReport(source, shards, _counts(db, shards), tuple(copied), resumed, dropped)
+
+
+def _drop_other_layouts(db: Any, shards: int, after_drop: Callable[[str], None] | None) -> tuple[str, ...]:
+    """Drop every table of :data:`TABLES` laid out for another shard count than ``shards`` (the store's count,
+    with no migration under way: no other layout is in use); returns their names.
+
+    The one place that lists the database (a migration is rare, and garbage has no record to be found by):
+    a migration killed between its switch and its last drop leaves the old layout's tables behind."""
+    dropped = []
+    for name in sorted(_table_names(db)):
+        found = _LAYOUT.fullmatch(name)
+        if found and int(found["count"] or 1) != shards:
+            db.drop_table(name)
+            dropped.append(name)
+            if after_drop is not None:
+                after_drop(name)
+    return tuple(dropped)
+
+
+# ``memories`` (one shard) or ``memories_s3of4`` (shard 3 of 4): :func:`~engram_pipeline.store.shards.table_name`
+_LAYOUT = re.compile(rf"(?:{'|'.join(TABLES)})(?:_s\d+of(?P<count>\d+))?")
+
+
+def _table_names(db: Any) -> list[str]:
+    names: list[str] = []
+    token = None
+    while True:
+        page = db.list_tables(page_token=token, limit=1000)
+        names += page.tables
+        token = page.page_token
+        if not token:
+            return names
 
 
 def _copy(db: Any, base: str, schema: pa.Schema, *, source: int, target: int, shard: int) -> None:

@@ -25,6 +25,7 @@ from engram_pipeline.model import ACCESS_LOG_SCHEMA, AUDIT_SCHEMA, CURSOR_SCHEMA
 from engram_pipeline.store.access_log import AccessLog
 from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
+from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.cursors import Cursors
 from engram_pipeline.store.links import Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
@@ -50,13 +51,39 @@ ROW_VERSIONS = b"engram.row_versions"
 CREATED_AT, UPDATED_AT = "_row_created_at_version", "_row_last_updated_at_version"  # Lance's per-row versions
 
 
+# ``id`` is the table's unenforced primary key: Lance then records the keys each ``merge_insert`` inserts in its
+# commit, and of two racing inserts of one key the second conflicts, retries, finds the key and inserts
+# nothing. That is what keeps an id on one row when two restores of a deleted memory race (a check that reads
+# before it writes cannot: both read "absent"). Only ``restore`` inserts a known id; new rows get fresh ones.
+PRIMARY_KEY = "id"
+_PK_MARK = b"lance-schema:unenforced-primary-key:position"
+
+
 def create_memories(
     db: Any, name: str, schema: pa.Schema, data: pa.Table | None = None, *, exist_ok: bool = False
 ) -> Any:
-    """A new ``memories`` table ``name`` with stable row ids, marked so, holding ``data``."""
+    """A new ``memories`` table ``name`` with stable row ids, marked so, keyed on ``id``, holding ``data``."""
     marked = schema.with_metadata({**(schema.metadata or {}), ROW_VERSIONS: b"1"})
+    key = marked.get_field_index(PRIMARY_KEY)
+    marked = marked.set(key, marked.field(key).with_metadata({_PK_MARK: b"1"}))
     rows = None if data is None else data.cast(marked)
     return db.create_table(name, data=rows, schema=marked, exist_ok=exist_ok, storage_options=MEMORIES_OPTIONS)
+
+
+def keyed(table: Any) -> bool:
+    """Whether ``table`` (a ``memories``) has ``id`` as its unenforced primary key."""
+    return _PK_MARK in (table.schema.field(PRIMARY_KEY).metadata or {})
+
+
+def ensure_keyed(table: Any) -> None:
+    """Key a ``memories`` table made before its key (one schema commit, once; a racing opener may do it first)."""
+    if keyed(table):
+        return
+    try:
+        _with_retry(lambda: table.set_unenforced_primary_key(PRIMARY_KEY))
+    except ValueError as exc:
+        if "already set" not in str(exc):
+            raise
 
 
 def tracks_versions(table: Any) -> bool:
@@ -85,6 +112,7 @@ class Shard:
             self.memories = create_memories(db, self.name("memories"), memory_schema, exist_ok=True)
         else:
             self.memories = memories
+        ensure_keyed(self.memories)
         self.tracks_versions = tracks_versions(self.memories)
         self.links = Links(self._table(db, "links"))
         self.audit = AuditLog(self._table(db, "audit"), memory_schema)

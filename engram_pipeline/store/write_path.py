@@ -102,7 +102,9 @@ def new_write_group(store: MemoryStore) -> GroupCommit[Item, RememberResult]:
     return GroupCommit(lambda items: remember_batch(store, items))
 
 
-def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberResult | BaseException]:
+def remember_batch(
+    store: MemoryStore, items: Sequence[Item], *, rounds: int = 3
+) -> list[RememberResult | BaseException]:
     """The write-time checks and the insert of a batch of new rows, as if written one after another in order,
     in one commit where the rows do not touch one another.
 
@@ -121,6 +123,11 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
     visibility), and the compare-and-set reads the rows it folds at their latest version. A row whose
     content an earlier row of the batch folded into a stored row is checked itself (nothing of that content
     is stored) and folds again, as it would after that write.
+
+    A near duplicate whose stored row is gone by the time it folds (deleted, pruned between the checks and
+    the fold, or just after it) is checked and written again, as if it came after that delete: written as
+    new, or folded into the row that is there now. ``rounds`` bounds how many times (each needs another
+    delete of its row in that window); past it the writer hears :class:`MemoryNotFound`.
     """
     out: list[RememberResult | BaseException | None] = [None] * len(items)
     failed = _embed_missing(store, [row for row, _ in items])
@@ -171,6 +178,11 @@ def remember_batch(store: MemoryStore, items: Sequence[Item]) -> list[RememberRe
         else:
             pending.add(i, row, actor, decided[1])
     pending.flush(out)
+    again = [i for i, o in enumerate(out) if isinstance(o, _FoldTargetGone)]
+    if again and rounds > 0:
+        redone = remember_batch(store, [items[i] for i in again], rounds=rounds - 1)
+        for i, outcome in zip(again, redone, strict=True):
+            out[i] = outcome
     for i, j in same_as.items():
         told = out[j]
         if isinstance(told, RememberResult) and told.outcome == "created":
@@ -473,7 +485,8 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
 
     The stored rows are read whole first (a neighbour holds the :data:`CHECKED` columns only), at their
     latest version: a row moved since the checks is folded into as the compare-and-set's retry would have
-    (it re-reads and folds again). A writer whose row is gone hears :class:`MemoryNotFound`; an error of a
+    (it re-reads and folds again). A writer whose row is gone gets :class:`_FoldTargetGone` (its write is
+    checked again: :func:`remember_batch`); an error of a
     read or of a compare-and-set reaches the writers it holds, and only them. The writers of several writes
     into one row are all told the row with every fold of the batch (as a read after one's own collapse can
     be under concurrent writers)."""
@@ -488,7 +501,7 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
         if into["id"] in whole:
             done.append(merge)
         else:
-            out[index] = MemoryNotFound(into["id"])
+            out[index] = _FoldTargetGone(into["id"])
     if not done:
         return
     try:
@@ -502,7 +515,8 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
         return
     for index, into, _, _ in done:
         if into["id"] in failed:
-            out[index] = failed[into["id"]]
+            lost = failed[into["id"]]
+            out[index] = _FoldTargetGone(into["id"]) if isinstance(lost, MemoryNotFound) else lost
     done = [m for m in done if m[1]["id"] not in failed]
     if not done:
         return
@@ -514,8 +528,12 @@ def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberRe
     for index, into, _, _ in done:
         found = read.get(into["id"])
         out[index] = (
-            MemoryNotFound(into["id"]) if found is None else RememberResult(found, "semantic_duplicate", _score(into))
+            _FoldTargetGone(into["id"]) if found is None else RememberResult(found, "semantic_duplicate", _score(into))
         )
+
+
+class _FoldTargetGone(MemoryNotFound):
+    """The row a near-duplicate write was to fold into is gone: the write is checked again."""
 
 
 def _tell(out: list[RememberResult | BaseException | None], merges: Sequence[_Merge], exc: BaseException) -> None:

@@ -189,3 +189,32 @@ def test_a_server_killed_during_a_burst_keeps_every_acknowledged_write(
     assert all(r["content_hash"] == content_hash("w", r["content"]) and len(r["vector"]) == 384 for r in rows)
     assert max(Counter(r["content"] for r in rows).values()) == 1
     assert {a[0] for a in acked} <= {r["id"] for r in rows}
+
+
+def test_two_clients_restoring_the_same_deleted_rows_restore_each_once(
+    server: Server, store_uri: str, settings: Settings
+) -> None:
+    """Issue 35: both clients were answered 200 and 29 of 30 ids were then held by two rows."""
+    store = MemoryStore.open(store_uri, settings=settings)
+    ids = []
+    for n in range(30):
+        row = store.remember("w", f"deleted fact {n}: the nightly export lands in bucket {n}").memory
+        store.delete(row["id"])
+        ids.append(row["id"])
+    go = threading.Barrier(2)
+    codes: dict[str, list[int]] = {i: [] for i in ids}
+
+    def client() -> None:
+        with httpx.Client(base_url=server.base, headers=HEADERS, timeout=120) as http:
+            go.wait()
+            for memory_id in ids:
+                codes[memory_id].append(http.post(f"/v1/memories/{memory_id}/restore", json={}).status_code)
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert {i: sorted(c) for i, c in codes.items() if sorted(c) != [200, 409]} == {}
+    per_id = Counter(store.scan("w", columns=["id"])["id"].to_pylist())
+    assert [i for i in ids if per_id[i] != 1] == []

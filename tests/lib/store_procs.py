@@ -168,6 +168,8 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         report = [
             {"id": r.memory["id"], "outcome": r.outcome} for r in (store.remember(agent, c) for c in contents)
         ]  # fmt: skip
+    elif command == "restore":  # restore each id in turn: restore ID...; the outcome of each
+        report = [_restore(store, i) for i in rest]
     elif command == "write":  # compare-and-set writes on SAMPLE random rows of the agent for SECONDS
         agent, seconds, sample = rest
         report = _write_loop(store, agent, float(seconds), int(sample))
@@ -181,6 +183,21 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         raise SystemExit(f"unknown command {command!r}")
     data = json.loads(_report(report))
     return json.dumps({**data, "ticks": ticks[0]} if isinstance(data, dict) else data)
+
+
+def _restore(store: Any, memory_id: str) -> str:
+    """``restored``, or what a refused restore was told: ``duplicate``, ``nothing`` (to restore), ``conflict``."""
+    from engram_pipeline.store import NothingToRestore, RestoreDuplicate, VersionConflict
+
+    try:
+        store.restore(memory_id, actor="test")
+    except RestoreDuplicate:
+        return "duplicate"
+    except NothingToRestore:
+        return "nothing"
+    except VersionConflict:
+        return "conflict"
+    return "restored"
 
 
 def _promote() -> Callable[..., Any]:

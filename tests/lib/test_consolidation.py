@@ -279,3 +279,30 @@ def test_consolidate_takes_the_shared_agent_graph(store):
     report = consolidate(store, "a", scope="full", graph=agent_graph(store, "a"))
     assert (report.clusters, report.beliefs_created) == (1, 1)
     assert [r["content"] for r in derived(store, "semantic")] == ["User works at Acme."]
+
+
+class DeleteAfterClustering(MemoryStore):
+    """Deletes ``victim`` (through the store's own ``delete``) right after consolidation's clustering read, before
+    its stages read the rows: an episode another pass or an agent takes out of recall mid-run."""
+
+    victim: str | None = None
+
+    def scan_agents(self, agent_ids, **kw):
+        found = super().scan_agents(agent_ids, **kw)
+        if self.victim is not None and "kind = 'episodic'" in (kw.get("where") or ""):
+            victim, self.victim = self.victim, None
+            self.delete(victim)
+        return found
+
+
+def test_an_episode_gone_between_clustering_and_the_stages_is_skipped_and_counted(store_uri, settings):
+    store = DeleteAfterClustering.open(store_uri, settings=settings)
+    ids = [
+        episode(store, t)["id"]
+        for t in ("User lives in Berlin", "The user lives in Berlin.", "User lives in Berlin now")
+    ]
+    store.victim = ids[0]
+    report = consolidate(store, "a", scope="full")  # raised KeyError in beliefs.vote
+    assert (report.clusters, report.beliefs_created, report.skipped_concurrent_edit) == (1, 1, 1)
+    [belief] = derived(store, "semantic")
+    assert loads_metadata(belief)["support"] == sorted(ids[1:])  # the two episodes still there

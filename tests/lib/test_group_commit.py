@@ -684,3 +684,52 @@ def _write_one_by_one(
         wait_idle(store, 60)
         measured.append(measure())
     return facts, ids, measured
+
+
+@pytest.mark.parametrize("when", ["before its read", "before its fold"])
+def test_a_write_whose_fold_target_is_deleted_mid_batch_is_written_as_new(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Issue 35: the writer was told its memory does not exist (HTTP 404) and nothing was stored."""
+    store = open_store(tmp_path, settings)
+    there = open_store(tmp_path, settings)  # another process's handle, which deletes the row
+    base = unit(np.random.default_rng(0).normal(size=DIM))
+    stored = store.remember("a", "Deploys run every night at two", vector=base.tolist()).memory
+    deleted: list[str] = []
+
+    def delete_once() -> None:
+        if not deleted:
+            there.delete(stored["id"])
+            deleted.append(stored["id"])
+
+    if when == "before its read":  # between the batch's checks and the read of the rows it folds into
+        real_read = wp.rows_by_id
+
+        def rows_by_id(*args: object, **kwargs: object) -> object:
+            delete_once()
+            return real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(wp, "rows_by_id", rows_by_id)
+    else:  # between that read and the fold's compare-and-set
+        real_cas = store.cas_write
+
+        def cas_write(*args: object, **kwargs: object) -> object:
+            if kwargs.get("action") == "dedup":
+                delete_once()
+            return real_cas(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "cas_write", cas_write)
+    other = unit(np.random.default_rng(1).normal(size=DIM)).tolist()
+    items = [
+        row(store, "The VPN profile expires in June", other),
+        row(store, "Every night at two the deploy runs", at_cosine(base, 0.98)),
+    ]
+    first, told = wp.remember_batch(store, items)
+    assert deleted == [stored["id"]]
+    assert not isinstance(first, BaseException) and first.outcome == "created"
+    assert not isinstance(told, BaseException), told  # was MemoryNotFound
+    assert told.outcome == "created" and told.memory["id"] == items[1][0]["id"]
+    assert sorted(r["content"] for r in store.list_memories("a")) == [
+        "Every night at two the deploy runs",
+        "The VPN profile expires in June",
+    ]

@@ -9,6 +9,7 @@ import pytest
 
 from engram_pipeline.importer import export_rows, import_jsonl
 from engram_pipeline.sample import generate_sample_corpus, load_sample_corpus, offset_lines, sample_path
+from engram_pipeline.store import MemoryStore, bulk_write
 
 
 def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore[no-untyped-def]
@@ -197,3 +198,43 @@ def test_a_bad_line_writes_nothing_of_its_checked_batch(store) -> None:  # type:
     assert report.failed_batches == 1 and report.created == 0 and report.errors[0].line == len(CHECKED_LINES) + 1
     assert store.memories_version() == before and len(store.list_memories("a")) == 1
     assert store.links_for_agent("a").num_rows == 0
+
+
+@pytest.mark.parametrize("when", ["before its read", "before its fold"])
+def test_a_line_whose_fold_target_is_deleted_mid_import_is_written(store, monkeypatch, when) -> None:  # type: ignore[no-untyped-def]
+    """Issue 35, for imports: the line was neither folded nor written (or the whole batch failed)."""
+    there = MemoryStore.open(store.uri, settings=store.settings)  # another process's handle, which deletes
+    stored = store.remember("a", "The deploy runs every night at two").memory
+    deleted: list[str] = []
+
+    def delete_once() -> None:
+        if not deleted:
+            there.delete(stored["id"])
+            deleted.append(stored["id"])
+
+    if when == "before its read":
+        real_read = bulk_write.rows_by_id
+
+        def rows_by_id(*args, **kwargs):  # type: ignore[no-untyped-def]
+            delete_once()
+            return real_read(*args, **kwargs)
+
+        monkeypatch.setattr(bulk_write, "rows_by_id", rows_by_id)
+    else:
+        real_cas = store.cas_write
+
+        def cas_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if kwargs.get("action") == "dedup":
+                delete_once()
+            return real_cas(*args, **kwargs)
+
+        monkeypatch.setattr(store, "cas_write", cas_write)
+    lines = [{"agent_id": "a", "content": "The VPN profile expires in June"}]
+    lines.append({"agent_id": "a", "content": "The deploy runs every night at 2"})  # folds into the stored row
+    report = import_jsonl(store, lines)
+    assert deleted == [stored["id"]]
+    assert (report.created, report.semantic_duplicates, report.exact_duplicates) == (2, 0, 0)
+    assert sorted(r["content"] for r in store.list_memories("a")) == [
+        "The VPN profile expires in June",
+        "The deploy runs every night at 2",
+    ]

@@ -170,3 +170,71 @@ def test_a_write_during_the_migration_is_not_lost(store_uri: str) -> None:
     store = MemoryStore.open(store_uri, settings=settings(2))
     assert "A late fact written mid-migration" in {r["content"] for r in store.list_memories("agent-1")}
     assert {table_name("memories", k, 2) for k in range(2)} <= set(store.tables())
+
+
+def layout_tables(uri: str) -> list[str]:
+    """The store's table directories but ``meta``."""
+    return sorted(p.name.removesuffix(".lance") for p in Path(uri).iterdir() if p.name != "meta.lance")
+
+
+DROP_KILLER = """
+import os, signal, sys
+from engram_pipeline.settings import Settings
+from engram_pipeline.store.migrate import migrate
+
+dropped = []
+
+def die(name):
+    dropped.append(name)
+    if len(dropped) == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+uri, shards = sys.argv[1], int(sys.argv[2])
+migrate(uri, shards=shards, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}), after_drop=die)
+"""
+
+
+@pytest.mark.parametrize("drops", [1, len(TABLES) - 1])
+def test_a_migration_killed_between_its_switch_and_its_last_drop_finishes_its_clean_up(
+    store_uri: str, drops: int
+) -> None:
+    """Issue 35: the re-run saw the store at its new count and returned, leaving the old layout's tables (a
+    full copy of its audit pre-images and links) on disk for good."""
+    build(store_uri)
+    before = snapshot(store_uri, 1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", DROP_KILLER, store_uri, "2", str(drops)], env=env, capture_output=True, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    new_layout = sorted(table_name(b, k, 2) for b in TABLES for k in range(2))
+    left = sorted(set(layout_tables(store_uri)) - set(new_layout))
+    assert len(left) == len(TABLES) - drops  # switched: the store opens at 2 shards, the old tables remain
+    assert snapshot(store_uri, 2) == before
+    report = migrate(store_uri, shards=2, settings=settings(2))
+    assert (report.source, report.target, report.copied, report.dropped) == (2, 2, (), tuple(left))
+    assert layout_tables(store_uri) == new_layout
+    assert snapshot(store_uri, 2) == before
+    assert migrate(store_uri, shards=2, settings=settings(2)).dropped == ()  # nothing left to drop
+
+
+def test_a_refused_migration_runs_once_the_writers_stopped(store_uri: str) -> None:
+    """Issue 35: a writer that wrote once more between the refusal and its stop got the next run refused too
+    (it compared with the versions recorded at the failed check, not with those it copied)."""
+    build(store_uri)
+    early = MemoryStore.open(store_uri, settings=settings(1))  # opened before the migration began
+
+    def write(k: int) -> None:
+        if k == 0:
+            early.remember("agent-1", "A late fact written mid-migration")
+
+    with pytest.raises(StoreError, match="written to while it was being re-sharded"):
+        migrate(store_uri, shards=2, settings=settings(1), after_shard=write)
+    early.remember("agent-2", "A last fact, written before the writer stopped")
+    report = migrate(store_uri, shards=2, settings=settings(1))  # the writer has stopped
+    assert report.copied == (0, 1) and report.rows["memories"] == 32
+    store = MemoryStore.open(store_uri, settings=settings(2))
+    contents = {r["content"] for r in store.list_memories("agent-1")} | {
+        r["content"] for r in store.list_memories("agent-2")
+    }
+    assert {"A late fact written mid-migration", "A last fact, written before the writer stopped"} <= contents

@@ -154,6 +154,14 @@ class Settings:
         "safe",
         doc="`safe`: only what is held elsewhere leaves recall; `seed`: the inherited pruning and archival",
     )
+    # Below every fact's cross-validated score on the training split (lowest 0.51) with a margin: archiving a fact
+    # costs far more than keeping a greeting (bench/train_information.py reports the held-out figures at it).
+    noise_threshold: float = _env(
+        "ENGRAM_NOISE_THRESHOLD",
+        0.3,
+        unit=True,
+        doc="A row whose information score (engram_pipeline/information.py) is below this is noise",
+    )
     # dedup, contradictions, corpus merge
     duplicate_threshold: float = _env(
         "MEMORY_DUPLICATE_THRESHOLD",

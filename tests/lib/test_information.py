@@ -1,17 +1,22 @@
-"""The information score: what it reads, that the shipped weights reproduce their recorded figures, and that
-the held-out split keeps every fact and catches the chit-chat in each writing style."""
+"""The information score: what it reads, that the shipped weights reproduce their recorded figures, that the
+held-out split keeps every fact and catches the chit-chat in each writing style, and that the store records it
+at write time and the passes backfill it."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engram_pipeline.information import body, explain, features, information_factors, information_of, model
+from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "bench" / "data" / "information" / "labelled.jsonl"
@@ -94,3 +99,43 @@ def test_the_score_needs_no_embedder_and_no_torch() -> None:
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def factors_of(row: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(row["importance_factors"]))
+
+
+def test_the_score_is_recorded_at_write_time_and_follows_a_content_edit(store: MemoryStore) -> None:
+    row = store.remember("a", "thanks!!", tier="ltm").memory
+    f = factors_of(row)
+    assert f["information"] < THRESHOLD and f["information_model"] == model().version and f["information_cues"]
+    edited = store.update(row["id"], expected_version=row["version"], content="User is allergic to penicillin")
+    assert factors_of(edited)["information"] >= THRESHOLD
+
+
+def test_a_pass_carries_the_score_over_and_backfills_what_is_missing_or_stale(store: MemoryStore) -> None:
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    fresh = store.remember("a", "User lives in Berlin", tier="ltm").memory
+    old = store.remember("a", "Sam: haha yes", tier="ltm").memory
+    other = store.remember("a", "Dana: my sister lives in Oslo", tier="ltm").memory
+    kept = factors_of(fresh)
+    assert store.cas_write(
+        [
+            {"id": old["id"], "version": old["version"], "importance_factors": None},  # written before the score
+            {  # scored by another model, wrongly: the backfill re-scores it
+                "id": other["id"],
+                "version": other["version"],
+                "importance_factors": json.dumps({"information": 0.0, "information_model": "older"}),
+            },
+        ],
+        actor="test",
+        action="t",
+    ).applied
+    decay_importance(store, "a", now=now)
+    rows = {r["id"]: factors_of(r) for r in store.list_memories("a")}
+    assert rows[old["id"]]["information"] < THRESHOLD and rows[old["id"]]["information_model"] == model().version
+    assert rows[other["id"]]["information"] >= THRESHOLD and rows[other["id"]]["information_model"] == model().version
+    assert {k: rows[fresh["id"]][k] for k in ("information", "information_cues")} == {
+        k: kept[k] for k in ("information", "information_cues")
+    }
+    assert "significance" in rows[fresh["id"]]  # the pass's own factors beside it

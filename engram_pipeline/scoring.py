@@ -125,6 +125,14 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
     )
 
 
+def stored_information(factors: str | None) -> float | None:
+    """The information score recorded in ``importance_factors`` (None: not scored yet)."""
+    if not factors:
+        return None
+    value = json.loads(factors).get("information")
+    return None if value is None else float(value)
+
+
 def significance(importance: float | None, factors: str | None) -> float:
     """What recall ranks on: the last score's ``significance`` (importance without the recency factor) when
     the row was scored, else its stored importance (a row no pass has scored yet)."""

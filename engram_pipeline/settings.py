@@ -263,6 +263,13 @@ class Settings:
     recall_weight_importance: float = _env(
         "ENGRAM_RECALL_WEIGHT_IMPORTANCE", 0.1, unit=True, doc="Recall score weight of importance"
     )
+    recall_weight_noise: float = _env(
+        "ENGRAM_RECALL_WEIGHT_NOISE",
+        0.5,
+        unit=True,
+        doc="Recall score penalty of noise: this weight times how far a row's information score falls below "
+        "`ENGRAM_NOISE_THRESHOLD`, as a share of it (0 for a fact)",
+    )
     recall_recency_half_life_days: float = _env(
         "ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", 30.0, doc="Half-life of the recency term of recall"
     )

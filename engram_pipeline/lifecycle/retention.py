@@ -63,7 +63,6 @@ import numpy as np
 import polars as pl
 
 from engram_pipeline.lifecycle._common import agent_frame
-from engram_pipeline.scoring import stored_information
 from engram_pipeline.settings import RETENTION_POLICIES
 from engram_pipeline.store.access_log import overlay_pending
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
@@ -139,12 +138,12 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
     if policy == SEED:
         return Holders(SEED)
     columns = ["id", "status", "superseded_by", "source"]
-    if policy == SIGNAL:
-        columns += ["pinned", "importance_factors"]
+    read = [*columns, "pinned", "importance_factors"] if policy == SIGNAL else columns
     if isinstance(agent_id, str):
-        rows = store.scan(agent_id, columns=columns).to_pylist()
+        table = store.scan(agent_id, columns=read)
     else:
-        rows = store.scan_agents(agent_id, columns=columns).to_pylist()
+        table = store.scan_agents(agent_id, columns=read)
+    rows = table.select(columns).to_pylist()
     present = {r["id"] for r in rows}
     derived = {r["id"] for r in rows if r["source"] == "derived"}
     visible = {r["id"] for r in rows if is_visible(r)}
@@ -169,19 +168,17 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
             absorbed.setdefault(dst, set()).add(src)
     noise: frozenset[str] = frozenset()
     if policy == SIGNAL:
-        threshold = store.settings.noise_threshold
-        restored = set(
-            store.audit_for_agent(agent_id, actions=["restore"], columns=["memory_id"])["memory_id"].to_pylist()
+        restored = store.audit_for_agent(agent_id, actions=["restore"], columns=["memory_id"])["memory_id"]
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        info = pl.col("importance_factors").str.json_path_match("$.information").cast(pl.Float64)
+        taken = frame.filter(
+            (info < store.settings.noise_threshold)  # a row not scored yet (null) is not noise
+            & (pl.col("source") != "derived")
+            & ~pl.col("pinned").fill_null(False)
+            & ~pl.col("id").is_in(restored.to_pylist())
         )
-        noise = frozenset(
-            r["id"]
-            for r in rows
-            if r["source"] != "derived"
-            and not r["pinned"]
-            and r["id"] not in restored
-            and (score := stored_information(r["importance_factors"])) is not None
-            and score < threshold
-        )
+        noise = frozenset(taken["id"].to_list())
     return Holders(
         policy,
         {k: frozenset(v) for k, v in merged.items()},

@@ -7,8 +7,9 @@ Corpus: :func:`engram_pipeline.dialogues.dialogue_corpus`, written for this proj
 agent, facts stated once and never repeated, facts restated in other words, changes of mind, small talk),
 imported as episodic memories; every question knows the turns that answer it.
 
-For each retention policy (``safe``, the default, and ``seed``, the inherited pruning) and each time after the
-last session (+0, +30, +90, +365 days), measured in the same run:
+For each retention policy (``safe`` and ``seed``, the inherited pruning; ``--policies signal,safe,seed`` adds the
+default, whose noise rule ``bench_convergence.py`` measures) and each time after the last session (+0, +30, +90,
++365 days), measured in the same run:
 
 - *before*: recall on a copy of the imported store that no pass touched, at that ``now``: the reference;
 - *after*: recall on a store the full pipeline ran over at every earlier offset and at this one.

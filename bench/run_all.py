@@ -58,6 +58,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "many_agents": (["--quick"], ["--workers", "1", "2"]),
     "plan_sweep": (["--agents", "100", "--memories", "50"], ["--agents", "1000", "--memories", "100"]),
     "side_versions": (["--appends", "1000"], []),
+    "convergence": (["--agents", "1", "--every", "7"], []),
 }
 
 

@@ -10,8 +10,9 @@ pass (``assets/checks.py``); the API or CLI can run them too.
   of the store or was hidden with a pre-image (so ``restore`` can bring it back).
 - :func:`hidden_rows_have_audit_pre_image`: every archived or superseded row, and every row that left the
   ``memories`` table (pruned, deleted), has an audit event that took it out of recall with its full pre-image.
-- :func:`only_held_rows_leave_recall`: under the ``safe`` retention policy, every row a pass archived (and that
-  is still archived) is held by a visible derived row or a canonical, and every row decay pruned was a merged
+- :func:`only_held_rows_leave_recall`: under the ``safe`` and ``signal`` retention policies, every row a pass
+  archived (and that is still archived) is held by a visible derived row or a canonical, or (``signal``) is
+  noise by its stored information score, unpinned and not derived; and every row decay pruned was a merged
   duplicate (:mod:`engram_pipeline.lifecycle.retention`). Under ``seed`` it passes with nothing checked.
 - :func:`versions_never_go_backwards`: no row's version is below the one the previous check saw. The versions
   seen are kept in the ``cursors`` table (pass ``invariants/versions``), as a running maximum per id.
@@ -165,7 +166,8 @@ RETENTION_ACTORS = {"archive": ("consolidation", "confidence_decay"), "prune": (
 
 
 def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantResult:
-    """Under the ``safe`` retention policy, what a pass archived or pruned was held elsewhere."""
+    """Under the ``safe`` and ``signal`` retention policies, what a pass archived or pruned was held elsewhere
+    (or, under ``signal``, archived as noise)."""
     name = "only_held_rows_leave_recall"
     if store.settings.retention_policy == SEED:
         return _result(name, agent_id, 0, [], policy=SEED)
@@ -188,9 +190,9 @@ def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantR
         else set()
     )
     problems = [
-        {"id": m, "problem": "archived by a pass, but nothing visible holds it"}
+        {"id": m, "problem": "archived by a pass, but nothing visible holds it and it is not noise"}
         for m in still
-        if not held.may_archive(m)
+        if not held.may_archive(m) and not held.is_noise(m)
     ]
     problems += [{"id": m, "problem": "pruned by decay without being a merged duplicate"} for m in gone - merged_links]
     return _result(name, agent_id, len(still) + len(gone), problems, archived=len(still), pruned=len(gone))

@@ -14,6 +14,12 @@ Importance follows the memory server this project descends from::
 ``age_days`` runs from the last access, else from creation. :func:`importance_frame` scores a whole agent
 in one vectorized pass and returns each row's factors as JSON text, for the ``importance_factors`` column.
 
+The factors also carry how much the row says (:mod:`engram_pipeline.information`): ``information`` (the score),
+``information_cues`` (why) and ``information_model`` (which model scored it). The write path records them
+(:func:`engram_pipeline.store.rows.build_row`); a pass that re-scores carries them over from the row's previous
+factors and computes them only where they are missing or another model scored them (the backfill), so the
+text is read once per model.
+
 >>> import polars as pl
 >>> from datetime import datetime, UTC
 >>> now = datetime(2026, 1, 15, tzinfo=UTC)
@@ -32,6 +38,7 @@ from typing import Any
 
 import polars as pl
 
+from engram_pipeline.information import information_factors, model
 from engram_pipeline.model import polars_schema
 
 DECISION = r"(?i)\b(decided|decision|we chose|chose to|agreed|settled on|going with|approved|committed to)\b"
@@ -42,11 +49,32 @@ FLAG_TAGS = ["critical", "important", "pinned"]
 LN2 = math.log(2.0)
 DIGITS = 12
 FACTORS = ("base", "access", "decision", "problem", "milestone", "tag", "pin", "recency", "age_days")
+INFORMATION = pl.Struct(
+    {"information": pl.Float64, "information_cues": pl.List(pl.String), "information_model": pl.String}
+)
+
+
+def information_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """``information``, ``information_cues`` and ``information_model`` of each row of ``df``: carried over from
+    its ``importance_factors`` (if the frame has them) when the shipped model scored them, else computed from
+    ``content``."""
+    if "importance_factors" in df.columns:
+        old = df.select(pl.col("importance_factors").str.json_decode(INFORMATION).struct.unnest())
+    else:
+        old = pl.DataFrame(schema=dict(INFORMATION.to_schema())).clear(df.height)
+    stale = (old["information"].is_null() | old["information_model"].ne_missing(model().version)).to_list()
+    if not any(stale):
+        return old
+    todo = [i for i, s in enumerate(stale) if s]
+    fresh = pl.DataFrame(information_factors([df["content"][i] or "" for i in todo]), schema=INFORMATION.to_schema())
+    index = pl.Series("i", todo, dtype=pl.UInt32)
+    return old.with_row_index("i").update(fresh.with_columns(index), on="i").drop("i")
 
 
 def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) -> pl.DataFrame:
     """Score every row of ``df`` (columns ``content``, ``tags``, ``pinned``, ``access_count``,
-    ``created_at``, ``last_accessed_at``); returns ``importance`` and ``importance_factors`` (JSON text)."""
+    ``created_at``, ``last_accessed_at``, and optionally their old ``importance_factors``); returns
+    ``importance`` and ``importance_factors`` (JSON text, with the information score: see the module docstring)."""
     ref = pl.coalesce(pl.col("last_accessed_at"), pl.col("created_at"))
     age_days = ((pl.lit(now) - ref).dt.total_microseconds() / 86_400e6).clip(lower_bound=0.0)
     access = pl.col("access_count").fill_null(0).cast(pl.Float64)
@@ -65,7 +93,8 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
         recency=(-LN2 * age_days / half_life_days).exp(),
         age_days=age_days,
     )
-    out = df.select(factors.alias("f"), pinned.alias("_pinned"))
+    info = information_frame(df)
+    out = pl.concat([df.select(factors.alias("f"), pinned.alias("_pinned")), info], how="horizontal")
     f = pl.col("f").struct
     raw = f.field("base") + f.field("access") + f.field("decision") + f.field("problem") + f.field("milestone")
     raw = raw + f.field("tag") + f.field("pin")
@@ -83,11 +112,25 @@ def importance_frame(df: pl.DataFrame, *, now: datetime, half_life_days: float) 
         score.alias("importance"),
         pl.col("f")
         .struct.with_fields(
-            *rounded, score=score, significance=significance.round(DIGITS), scored_at=pl.lit(now.isoformat())
+            *rounded,
+            score=score,
+            significance=significance.round(DIGITS),
+            scored_at=pl.lit(now.isoformat()),
+            information=pl.col("information"),
+            information_cues=pl.col("information_cues"),
+            information_model=pl.col("information_model"),
         )
         .struct.json_encode()
         .alias("importance_factors"),
     )
+
+
+def stored_information(factors: str | None) -> float | None:
+    """The information score recorded in ``importance_factors`` (None: not scored yet)."""
+    if not factors:
+        return None
+    value = json.loads(factors).get("information")
+    return None if value is None else float(value)
 
 
 def significance(importance: float | None, factors: str | None) -> float:
@@ -102,7 +145,7 @@ def significance(importance: float | None, factors: str | None) -> float:
 
 def importance_of(row: dict[str, Any], *, now: datetime, half_life_days: float) -> tuple[float, str]:
     """Score one row (a dict with the columns :func:`importance_frame` reads)."""
-    cols = ("content", "tags", "pinned", "access_count", "created_at", "last_accessed_at")
+    cols = ("content", "tags", "pinned", "access_count", "created_at", "last_accessed_at", "importance_factors")
     df = pl.DataFrame({c: [row.get(c)] for c in cols}, schema=polars_schema(cols))
     out = importance_frame(df, now=now, half_life_days=half_life_days)
     return float(out["importance"][0]), str(out["importance_factors"][0])

@@ -32,9 +32,10 @@ API_PORT = 8080
 DEFAULT_API_URL = f"http://{API_HOST}:{API_PORT}"
 
 CONTRADICTION_POLICIES = ("flag", "supersede")
-# What may leave recall (engram_pipeline/lifecycle/retention.py): "safe" only what is held elsewhere;
-# "seed" the inherited score/age pruning and confidence archival.
-RETENTION_POLICIES = ("safe", "seed")
+# What may leave recall (engram_pipeline/lifecycle/retention.py): "signal" what "safe" lets go plus old,
+# never-recalled noise (by the information score); "safe" only what is held elsewhere; "seed" the inherited
+# score/age pruning and confidence archival.
+RETENTION_POLICIES = ("signal", "safe", "seed")
 # Who decides a merge (engram_pipeline/judge.py): "auto" the calibrated judge when the embedder ships weights.
 JUDGES = ("auto", "calibrated", "rules")
 
@@ -151,8 +152,23 @@ class Settings:
     )
     retention_policy: str = _env(
         "ENGRAM_RETENTION_POLICY",
-        "safe",
-        doc="`safe`: only what is held elsewhere leaves recall; `seed`: the inherited pruning and archival",
+        "signal",
+        doc="`signal`: what `safe` lets go, plus noise (information below `ENGRAM_NOISE_THRESHOLD`) older than "
+        "`ENGRAM_NOISE_ARCHIVE_AFTER_DAYS` and never recalled, archived; `safe`: only what is held elsewhere "
+        "leaves recall; `seed`: the inherited pruning and archival (docs/retention.md)",
+    )
+    # Below every fact's cross-validated score on the training split (lowest 0.51) with a margin: archiving a fact
+    # costs far more than keeping a greeting (bench/train_information.py reports the held-out figures at it).
+    noise_threshold: float = _env(
+        "ENGRAM_NOISE_THRESHOLD",
+        0.3,
+        unit=True,
+        doc="A row whose information score (engram_pipeline/information.py) is below this is noise",
+    )
+    noise_archive_after_days: float = _env(
+        "ENGRAM_NOISE_ARCHIVE_AFTER_DAYS",
+        30.0,
+        doc="Under `signal`, noise never recalled is archived once it is older than this many days",
     )
     # dedup, contradictions, corpus merge
     duplicate_threshold: float = _env(
@@ -246,6 +262,13 @@ class Settings:
     )
     recall_weight_importance: float = _env(
         "ENGRAM_RECALL_WEIGHT_IMPORTANCE", 0.1, unit=True, doc="Recall score weight of importance"
+    )
+    recall_weight_noise: float = _env(
+        "ENGRAM_RECALL_WEIGHT_NOISE",
+        0.5,
+        unit=True,
+        doc="Recall score penalty of noise: this weight times how far a row's information score falls below "
+        "`ENGRAM_NOISE_THRESHOLD`, as a share of it (0 for a fact)",
     )
     recall_recency_half_life_days: float = _env(
         "ENGRAM_RECALL_RECENCY_HALF_LIFE_DAYS", 30.0, doc="Half-life of the recency term of recall"
@@ -358,6 +381,7 @@ class Settings:
             ("ENGRAM_LTM_QUOTA", self.ltm_quota),
             ("STM_DEFAULT_TTL_S", self.stm_ttl_s),
             ("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", self.prune_older_than_days),
+            ("ENGRAM_NOISE_ARCHIVE_AFTER_DAYS", self.noise_archive_after_days),
             ("ENGRAM_MAX_CONTENT_BYTES", self.max_content_bytes),
             ("ENGRAM_INDEX_REFRESH_ROWS", self.index_refresh_rows),
             ("ENGRAM_WRITE_CACHE_ROWS", self.write_cache_rows),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.model import Memory, content_hash
@@ -71,9 +72,17 @@ def visible_rows(store: MemoryStore, agent_ids: Sequence[str]) -> dict[str, Rows
 
 
 def write_derived(
-    store: MemoryStore, plans: Sequence[DerivedPlan], *, actor: str, action: str, run_id: str | None
+    store: MemoryStore,
+    plans: Sequence[DerivedPlan],
+    *,
+    actor: str,
+    action: str,
+    run_id: str | None,
+    now: datetime | None = None,
 ) -> dict[str, DerivedWrite]:
-    """Insert, change and link what ``plans`` (one per agent) decided, for all of them at once."""
+    """Insert, change and link what ``plans`` (one per agent) decided, for all of them at once. New rows are
+    created at ``now``, the run's time (default: the clock): a belief a run at a simulated time distils is as
+    old as that run, not as the wall clock, or recall's recency would rank it as new at every later time."""
     specs = _free_contents(store, [(p.agent_id, p.kind, sp) for p in plans for sp in p.specs])
     rows, links = [], []
     vectors = list(store.embed([sp["content"] for _, _, sp in specs])) if specs else []
@@ -86,6 +95,7 @@ def write_derived(
             source="derived",
             confidence=round(float(sp["confidence"]), 6),
             metadata=sp["metadata"],
+            created_at=now,
         )
         row["vector"] = vec.tolist()
         rows.append((row, sp))

@@ -1,7 +1,11 @@
 """Consolidation stage 5: archive what faded (confidence below ``ENGRAM_ARCHIVE_CONFIDENCE``, default 0.40)
-and what the retention policy lets go (:mod:`engram_pipeline.lifecycle.retention`): under the default ``safe``
-policy only rows whose content a visible derived belief, procedure or schema (``derived-from``) or a merge
-canonical holds, so an episode is archived only after the earlier stages consolidated it; under ``seed`` any.
+and what the retention policy lets go (:mod:`engram_pipeline.lifecycle.retention`): under ``safe`` only rows
+whose content a visible derived belief, procedure or schema (``derived-from``) or a merge canonical holds, so an
+episode is archived only after the earlier stages consolidated it; under ``seed`` any. Under the default
+``signal`` policy, what ``safe`` lets go and, whatever its confidence, the noise the noise rule takes
+(:func:`~engram_pipeline.lifecycle.retention.forgettable`: noise by its information score, older than
+``ENGRAM_NOISE_ARCHIVE_AFTER_DAYS``, never recalled). :func:`candidates` lists both, with the reason; health
+reports it as what the next pass would archive.
 
 Archiving is soft: status ``archived`` (hidden from default recall, returned with ``include_archived``),
 written through the compare-and-set with an audited pre-image so that ``store.restore(id)`` brings the row
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +28,8 @@ import polars as pl
 
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
-from engram_pipeline.lifecycle.retention import Holders, holders
-from engram_pipeline.model import Memory, confidence_of
+from engram_pipeline.lifecycle.retention import Holders, forgettable, holders
+from engram_pipeline.model import Memory, confidence_of, utcnow
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
@@ -75,18 +79,13 @@ def archival_sweep(
     key, scope = sweep_key(agents, store.settings.shards)
     cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now = cursor.now
-    where = f"{VISIBLE_SQL} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
     held = holders(store, agents)
-
-    def work() -> pl.DataFrame:
-        found = agent_frame(store, agents, ["id", "agent_id", "version"], where=where)
-        return found.filter(pl.col("id").is_in(held.archivable(found["id"].to_list())))
-
+    cutoff = now - timedelta(days=store.settings.noise_archive_after_days)
     commit = partial(_commit, store, now=now, run_id=cursor.run_id)
-    redecide = partial(_redecide, floor=floor, held=held)
+    redecide = partial(_redecide, floor=floor, held=held, cutoff=cutoff)
     run = run_batched(
         cursor,
-        work,
+        lambda: candidates(store, agents, now=now, held=held).select("id", "agent_id", "version"),
         lambda batch: write_decided(store, batch, commit, redecide, record=["archived"]),
         size=batch_size or store.settings.decay_batch_size,
         counts=COUNTS,
@@ -102,6 +101,23 @@ def archival_sweep(
     return out
 
 
+def candidates(
+    store: MemoryStore, agent_ids: Sequence[str], *, now: datetime | None = None, held: Holders | None = None
+) -> pl.DataFrame:
+    """What archival would archive at ``now``: ``id``, ``agent_id``, ``version`` and ``reason`` (``faded``:
+    confidence below the floor and let go by the policy; ``noise``: the noise rule), sorted by id."""
+    now = now or utcnow()
+    held = held or holders(store, agent_ids)
+    floor = float(store.settings.archive_confidence)
+    where = f"{VISIBLE_SQL} AND (pinned IS NULL OR NOT pinned) AND confidence < {floor!r}"
+    found = agent_frame(store, agent_ids, ["id", "agent_id", "version"], where=where)
+    faded = found.filter(pl.col("id").is_in(held.archivable(found["id"].to_list())))
+    noise = forgettable(store, agent_ids, now=now, held=held).filter(~pl.col("id").is_in(faded["id"].to_list()))
+    return pl.concat(
+        [faded.with_columns(reason=pl.lit("faded")), noise.with_columns(reason=pl.lit("noise"))], how="vertical"
+    ).sort("id")
+
+
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
     """Archive the decided rows at the versions read, each pre-image audited (one compare-and-set)."""
     changes = decided.select("id", "version").with_columns(status=pl.lit("archived"), updated_at=pl.lit(now))
@@ -109,12 +125,14 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
     return Written({"archived": result.applied}, missed=result.skipped_concurrent_edit)
 
 
-def _redecide(fresh: list[Memory], *, floor: float, held: Holders) -> pl.DataFrame:
-    """Re-read rows that still qualify: visible, unpinned, below the floor, let go by the retention policy."""
+def _redecide(fresh: list[Memory], *, floor: float, held: Holders, cutoff: datetime) -> pl.DataFrame:
+    """Re-read rows that still qualify: visible, unpinned, below the floor, let go by the retention policy; or
+    still taken by the noise rule."""
     keep = [
         {"id": r["id"], "version": r["version"]}
         for r in fresh
-        if is_visible(r) and not r.get("pinned") and confidence_of(r) < floor and held.may_archive(r["id"])
+        if (is_visible(r) and not r.get("pinned") and confidence_of(r) < floor and held.may_archive(r["id"]))
+        or held.forgets(r, cutoff=cutoff)
     ]
     return pl.DataFrame(keep, schema={"id": pl.String, "version": pl.Int64})
 

@@ -293,7 +293,7 @@ def extract_beliefs(
     plan, groups, conflicts = plan_beliefs(
         store.settings, agent_id, rows, clusters, now=now, run_id=run_id, extractor=extractor
     )
-    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id)[agent_id]
+    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id, now=now)[agent_id]
     return BeliefReport(groups, len(done.created), len(done.applied), conflicts, len(done.skipped), done.created)
 
 

@@ -24,9 +24,9 @@ does not charge it for the time it was pinned.
 
 Rows whose new confidence falls below ``ENGRAM_ARCHIVE_CONFIDENCE`` (and are not pinned) are archived in the
 same run when the retention policy lets them go (:mod:`engram_pipeline.lifecycle.retention`: under the default
-``safe`` policy only rows a visible derived row or a merge canonical holds; under ``seed`` any): status
-``archived``, audited with the full pre-image, hidden from default recall, restorable. The others keep
-decaying in place: a lower confidence lowers their tier, not their visibility.
+``signal`` policy and ``safe`` only rows a visible derived row or a merge canonical holds (noise is archival's);
+under ``seed`` any): status ``archived``, audited with the full pre-image, hidden from default recall,
+restorable. The others keep decaying in place: a lower confidence lowers their tier, not their visibility.
 Only visible rows take part (not superseded, not archived), as decayers and as competitors.
 
 The pass is vectorized (one ``bincount`` over the graph's edges), writes in batches of

@@ -158,7 +158,9 @@ def consolidation_sweep(
             )
             for a in agents
         }
-        wrote = write_derived(store, [p for p, _, _ in planned.values()], actor=ACTOR, action="reinforce", run_id=run)
+        wrote = write_derived(
+            store, [p for p, _, _ in planned.values()], actor=ACTOR, action="reinforce", run_id=run, now=now
+        )
         rows.wrote(wrote)
         stage("beliefs", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "procedures" not in done:
@@ -169,14 +171,14 @@ def consolidation_sweep(
             )[0]
             for a in agents
         ]
-        wrote = write_derived(store, procs, actor=ACTOR, action="reinforce", run_id=run)
+        wrote = write_derived(store, procs, actor=ACTOR, action="reinforce", run_id=run, now=now)
         stage("procedures", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "schemas" not in done:
         schemas = [
             plan_schemas(settings, a, rows.of(a), now=now, run_id=run, extractor=extractor, relink=relink)[0]
             for a in agents
         ]
-        wrote = write_derived(store, schemas, actor=ACTOR, action="update_schema", run_id=run)
+        wrote = write_derived(store, schemas, actor=ACTOR, action="update_schema", run_id=run, now=now)
         stage("schemas", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "archival" not in done:
         archived = archival_sweep(store, agents, now=now, run_id=run)

@@ -10,7 +10,7 @@ One pass over one agent, or over a set of agents of one shard at once (:func:`de
    superseded and archived rows keep their status, and ``superseded_by`` is never touched, so a hidden row
    stays hidden); prune when score < ``MEMORY_DECAY_PRUNE_SCORE_THRESHOLD``, the row was created more than
    ``MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS`` ago, it is not pinned, and the retention policy lets it go: under
-   the default ``safe`` policy only a row whose content a merge canonical or a newer value holds
+   the default ``signal`` policy and ``safe``, only a row whose content a merge canonical or a newer value holds
    (:mod:`engram_pipeline.lifecycle.retention`); under ``seed`` any such row;
 4. write, per batch of ``MEMORY_DECAY_BATCH_SIZE`` ids, only the rows where something changed, through the
    store's batched compare-and-set (one commit per batch), then prune with audited pre-images (actor

@@ -10,7 +10,14 @@ Shares are over the agent's *visible* rows (what default recall shows: not super
                  0, 1)
 
 so a corpus without contradictions, duplicates, stale or doubtful rows scores 1 and one made only of them
-scores 0; an empty agent scores 1. Open merge clusters are the members of the agent's latest *pending*
+scores 0; an empty agent scores 1.
+
+Convergence, beside the score: ``noise_count`` and ``noise_share`` are the visible rows whose stored information
+score (:mod:`engram_pipeline.information`) is below ``ENGRAM_NOISE_THRESHOLD``, and ``next_archive_noise`` /
+``next_archive_faded`` what the next archival pass at the report's time would archive
+(:func:`engram_pipeline.lifecycle.archival.candidates`: noise the retention policy forgets, faded rows it lets
+go). A store that converges shows a noise share falling towards what its young chit-chat holds, and nothing
+left to archive. Open merge clusters are the members of the agent's latest *pending*
 corpus-merge plan (``duplicate_source = "plan"``); without one, the rows in a pair of the merge band
 ``[MEMORY_CONSOLIDATION_MERGE_THRESHOLD, MEMORY_DUPLICATE_THRESHOLD)`` of the neighbour graph when ``graph``
 is given or the agent has at most ``GRAPH_MAX_ROWS`` visible rows (``"graph"``); else 0 (``"none"``).
@@ -31,10 +38,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.extras import missing
+from engram_pipeline.lifecycle.archival import candidates
 from engram_pipeline.lifecycle.graph import agent_graph
 from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
 from engram_pipeline.similarity.bands import filter_bands, merge_band
@@ -48,6 +57,7 @@ GRAPH_MAX_ROWS = 20_000
 WEIGHTS = {"contradiction": 0.35, "duplicate": 0.25, "stale": 0.20, "low_confidence": 0.20}
 _COLUMNS = [
     "id", "version", "status", "superseded_by", "confidence", "access_count", "created_at", "last_accessed_at",
+    "importance_factors",
 ]  # fmt: skip
 
 
@@ -70,6 +80,10 @@ class HealthReport:
     growth_30d: int
     superseded_share: float
     archived_share: float
+    noise_count: int  # visible rows whose information score is below ENGRAM_NOISE_THRESHOLD
+    noise_share: float
+    next_archive_noise: int  # what the next archival at ``at`` would archive as noise
+    next_archive_faded: int  # ... and as faded (below the confidence floor, let go by the retention policy)
     at: str
     weights: dict[str, float] = field(default_factory=lambda: dict(WEIGHTS))
 
@@ -110,10 +124,31 @@ def health_sweep(
     plans = store.latest_plans(agents)
     duplicates = _duplicate_rows(store, visible_ids, plans, graph)
     contradictions = _active_contradictions(store.links_for_agent(agents), visible_ids)
+    upcoming = candidates(store, agents, now=now)
+    next_archive = {(a, r): n for a, r, n in upcoming.group_by("agent_id", "reason").len().iter_rows() if a is not None}
+    threshold = store.settings.noise_threshold
     return {
-        agent: _report(agent, parts[agent], visible[agent], duplicates[agent], contradictions.get(agent, 0), now)
+        agent: _report(
+            agent,
+            parts[agent],
+            visible[agent],
+            duplicates[agent],
+            contradictions.get(agent, 0),
+            now,
+            noise=_noise_count(visible[agent][0], threshold),
+            next_archive=(next_archive.get((agent, "noise"), 0), next_archive.get((agent, "faded"), 0)),
+        )
         for agent in agents
     }
+
+
+def _noise_count(visible: pa.Table, threshold: float) -> int:
+    """Visible rows whose stored information score is below ``threshold`` (a row not scored yet is not)."""
+    if visible.num_rows == 0:
+        return 0
+    factors = pl.Series(visible["importance_factors"].to_pylist(), dtype=pl.String)
+    info = factors.str.json_path_match("$.information").cast(pl.Float64)
+    return int((info < threshold).sum())
 
 
 def _by_agent(rows: pa.Table, agents: list[str]) -> dict[str, pa.Table]:
@@ -147,8 +182,12 @@ def _report(
     duplicates: tuple[set[str], str],
     active_contradictions: int,
     now: datetime,
+    *,
+    noise: int = 0,
+    next_archive: tuple[int, int] = (0, 0),
 ) -> HealthReport:
-    """One agent's report from its rows, its visible ones, its rows in open merge clusters (and where from)."""
+    """One agent's report from its rows, its visible ones, its rows in open merge clusters (and where from),
+    its visible noise and what the next archival would take (noise, faded)."""
     total = rows.num_rows
     vis, superseded, archived = visible
     n = vis.num_rows
@@ -193,6 +232,10 @@ def _report(
         growth_30d=grown(30),
         superseded_share=_share(int(superseded.sum()), total),
         archived_share=_share(int(archived.sum()), total),
+        noise_count=noise,
+        noise_share=_share(noise, n),
+        next_archive_noise=next_archive[0],
+        next_archive_faded=next_archive[1],
         at=now.isoformat(),
     )
 

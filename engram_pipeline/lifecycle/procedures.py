@@ -143,7 +143,7 @@ def detect_procedures(
     now = now or utcnow()
     rows = visible_rows(store, [agent_id])[agent_id]
     plan, scanned, patterns = plan_procedures(store.settings, agent_id, rows, clusters_or_none, now=now, run_id=run_id)
-    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id)[agent_id]
+    done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id, now=now)[agent_id]
     return ProcedureReport(scanned, patterns, len(done.created), len(done.applied), len(done.skipped), done.created)
 
 

@@ -56,7 +56,7 @@ ACTOR = "stm_promotion"
 EXPIRY_ACTOR = "stm_expiry"
 COLUMNS = [
     "id", "agent_id", "version", "tier", "content", "tags", "pinned", "access_count", "created_at", "last_accessed_at",
-    "expires_at", "status", "superseded_by", "metadata",
+    "expires_at", "status", "superseded_by", "metadata", "importance_factors",
 ]  # fmt: skip
 VISIBLE_LTM = f"tier = 'ltm' AND {VISIBLE_SQL}"
 WRITES = ("promote", "collapse", "expire", "relink")  # the actions that commit ("quota" only counts)
@@ -82,7 +82,8 @@ def eligible(df: pl.DataFrame, *, now: datetime, settings: Settings) -> pl.DataF
         pl.col("importance") >= settings.stm_importance_threshold
     )
     expired = pl.col("expires_at").is_not_null() & (pl.col("expires_at") < pl.lit(now))
-    return pl.concat([df, scored], how="horizontal").with_columns(
+    # the old factors only carry the information score over (importance_frame); the new ones replace them
+    return pl.concat([df.drop("importance_factors", strict=False), scored], how="horizontal").with_columns(
         (visible & ok).alias("eligible"), (expired & ~pl.col("pinned").fill_null(False)).alias("expired")
     )
 

@@ -1,9 +1,18 @@
 """Retention: the one rule for what may leave recall, and why.
 
-A lifecycle engine exists to make memory better; age and neglect alone must not erase it. Two policies
-(``ENGRAM_RETENTION_POLICY``):
+A lifecycle engine exists to make memory better; age and neglect alone must not erase a fact, and what says
+nothing should not stay forever. Three policies (``ENGRAM_RETENTION_POLICY``):
 
-``safe`` (the default)
+``signal`` (the default)
+    What ``safe`` lets go, plus **noise**: a row whose information score (:mod:`engram_pipeline.information`,
+    stored in ``importance_factors``) is below ``ENGRAM_NOISE_THRESHOLD`` (0.3), that is visible, not pinned,
+    not derived, never recalled (no access, counting the reads not folded yet), older than
+    ``ENGRAM_NOISE_ARCHIVE_AFTER_DAYS`` (30) and that nobody restored, is *archived* by the archival pass
+    (audited, restorable, returned with ``include_archived``). A fact (score at or above the threshold), or a
+    row not scored yet, never leaves recall by age alone. A restored row is kept: restoring is a person saying
+    it matters.
+
+``safe``
     A memory leaves recall only when what it says is held elsewhere:
 
     - **merged**: it is hidden behind a row that still exists: a merge canonical (``superseded_by``, a
@@ -26,44 +35,73 @@ A lifecycle engine exists to make memory better; age and neglect alone must not 
     confidence is below ``ENGRAM_ARCHIVE_CONFIDENCE`` (0.40). With no accesses and no cue words a memory
     scores ``0.35 * 0.5 ** (30 / 14) = 0.079`` after 30 days, so a month without recall prunes it.
 
-Both policies keep the score, age and pin conditions; ``safe`` adds "held elsewhere". The passes ask this
-module, never restate it: :func:`holders` reads one agent's links and rows once and answers both questions.
+Every policy keeps the score, age and pin conditions; ``safe`` adds "held elsewhere", ``signal`` adds the noise
+rule. The passes ask this module, never restate it: :func:`holders` reads one agent's links and rows once and
+answers what may be pruned, archived or forgotten; :func:`forgettable` lists the noise the archival pass takes
+at a given time (and health reports it in advance).
 
 >>> from engram_pipeline.settings import Settings
 >>> from engram_pipeline.store import MemoryStore
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
 >>> row = store.remember("alice", "User lives in Berlin").memory
 >>> h = holders(store, "alice")
->>> h.may_prune(row["id"]), h.may_archive(row["id"])
-(False, False)
+>>> h.may_prune(row["id"]), h.may_archive(row["id"]), h.is_noise(row["id"])
+(False, False, False)
+>>> chat = store.remember("alice", "haha thanks!").memory
+>>> holders(store, "alice").is_noise(chat["id"])
+True
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from engram_pipeline.lifecycle._common import agent_frame
 from engram_pipeline.settings import RETENTION_POLICIES
-from engram_pipeline.visibility import is_visible
+from engram_pipeline.store.access_log import overlay_pending
+from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-SAFE, SEED = RETENTION_POLICIES
+SIGNAL, SAFE, SEED = RETENTION_POLICIES
+# What the noise rule reads of a row (never the vector).
+NOISE_COLUMNS = ["id", "agent_id", "version", "status", "superseded_by", "pinned", "source", "created_at",
+                 "access_count", "last_accessed_at"]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Holders:
     """Who holds what one agent's rows say, as of one read. ``merged[id]`` and ``absorbed[id]`` name the
-    rows holding ``id``; ``policy`` decides what the passes may do with them."""
+    rows holding ``id``; ``noise`` the rows the noise rule may take (under ``signal``: noise by their stored
+    score, not pinned, not derived, never restored); ``policy`` decides what the passes may do with them."""
 
     policy: str
     merged: dict[str, frozenset[str]] = field(default_factory=dict)
     absorbed: dict[str, frozenset[str]] = field(default_factory=dict)
+    noise: frozenset[str] = frozenset()
+
+    def is_noise(self, memory_id: str) -> bool:
+        """Archival may hide this row as noise (given it is visible, old enough and never recalled)."""
+        return self.policy == SIGNAL and memory_id in self.noise
+
+    def forgets(self, row: Mapping[str, Any], *, cutoff: datetime) -> bool:
+        """The noise rule, on one row (with :data:`NOISE_COLUMNS`) as read now: noise, visible, unpinned,
+        created before ``cutoff`` and never recalled."""
+        return (
+            self.is_noise(row["id"])
+            and is_visible(row)
+            and not row.get("pinned")
+            and row["created_at"] < cutoff
+            and not row.get("access_count")
+            and row.get("last_accessed_at") is None
+        )
 
     def may_prune(self, memory_id: str) -> bool:
         """Decay may delete this row (given its score, age and pin already qualify)."""
@@ -93,16 +131,19 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
     sequence of agent ids (a sweep), read all of theirs at once (ids are unique across agents, and what holds a
     row is always of its own agent).
 
-    ``policy`` defaults to the store's ``ENGRAM_RETENTION_POLICY``. Under ``seed`` nothing is read.
+    ``policy`` defaults to the store's ``ENGRAM_RETENTION_POLICY``. Under ``seed`` nothing is read; under
+    ``signal`` the rows' stored information scores and the agent's restores are read too.
     """
     policy = policy or store.settings.retention_policy
     if policy == SEED:
         return Holders(SEED)
     columns = ["id", "status", "superseded_by", "source"]
+    read = [*columns, "pinned", "importance_factors"] if policy == SIGNAL else columns
     if isinstance(agent_id, str):
-        rows = store.scan(agent_id, columns=columns).to_pylist()
+        table = store.scan(agent_id, columns=read)
     else:
-        rows = store.scan_agents(agent_id, columns=columns).to_pylist()
+        table = store.scan_agents(agent_id, columns=read)
+    rows = table.select(columns).to_pylist()
     present = {r["id"] for r in rows}
     derived = {r["id"] for r in rows if r["source"] == "derived"}
     visible = {r["id"] for r in rows if is_visible(r)}
@@ -125,8 +166,39 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
             # a visible belief/procedure/schema holds what its source episode or fact said; a derived source
             # (a belief under a schema) stays, so recall's evidence is never more than one hop away
             absorbed.setdefault(dst, set()).add(src)
+    noise: frozenset[str] = frozenset()
+    if policy == SIGNAL:
+        restored = store.audit_for_agent(agent_id, actions=["restore"], columns=["memory_id"])["memory_id"]
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        info = pl.col("importance_factors").str.json_path_match("$.information").cast(pl.Float64)
+        taken = frame.filter(
+            (info < store.settings.noise_threshold)  # a row not scored yet (null) is not noise
+            & (pl.col("source") != "derived")
+            & ~pl.col("pinned").fill_null(False)
+            & ~pl.col("id").is_in(restored.to_pylist())
+        )
+        noise = frozenset(taken["id"].to_list())
     return Holders(
         policy,
         {k: frozenset(v) for k, v in merged.items()},
         {k: frozenset(v) for k, v in absorbed.items()},
+        noise,
     )
+
+
+def forgettable(store: MemoryStore, agent_id: str | Sequence[str], *, now: datetime, held: Holders) -> pl.DataFrame:
+    """The rows (``id``, ``agent_id``, ``version``, sorted by id) the noise rule archives at ``now``
+    (:meth:`Holders.forgets`); empty unless the policy is ``signal``. Reads not folded yet count as recalls."""
+    if held.policy != SIGNAL or not held.noise:
+        return pl.DataFrame(schema={"id": pl.String, "agent_id": pl.String, "version": pl.Int64})
+    cutoff = now - timedelta(days=store.settings.noise_archive_after_days)
+    rows = agent_frame(store, agent_id, NOISE_COLUMNS, where=VISIBLE_SQL)
+    rows = rows.filter(pl.col("id").is_in(list(held.noise)))
+    if rows.height:
+        agents = [agent_id] if isinstance(agent_id, str) else list(agent_id)
+        read = pl.from_arrow(overlay_pending(rows.to_arrow(), store.pending_access(agents)))
+        assert isinstance(read, pl.DataFrame)
+        rows = read
+    keep = [held.forgets(r, cutoff=cutoff) for r in rows.iter_rows(named=True)]
+    return rows.filter(pl.Series(keep, dtype=pl.Boolean)).select("id", "agent_id", "version").sort("id")

@@ -105,7 +105,7 @@ def derive_schemas(
     extractor = extractor or default_extractor()
     rows = visible_rows(store, [agent_id])[agent_id]
     plan, scanned, subjects = plan_schemas(store.settings, agent_id, rows, now=now, run_id=run_id, extractor=extractor)
-    done = write_derived(store, [plan], actor=ACTOR, action="update_schema", run_id=run_id)[agent_id]
+    done = write_derived(store, [plan], actor=ACTOR, action="update_schema", run_id=run_id, now=now)[agent_id]
     return SchemaReport(scanned, subjects, len(done.created), len(done.applied), len(done.skipped), done.created)
 
 

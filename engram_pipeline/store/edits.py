@@ -8,6 +8,7 @@ concurrent edit) must not re-enter through ``update``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -112,6 +113,9 @@ def update(
     if "content" in changes:
         change["content_hash"] = probe["content_hash"]
         change["vector"] = store._vector_for(changes["content"], None)
+        # how much the new text says replaces what the old one said; the other factors wait for the next pass
+        factors = {**json.loads(current["importance_factors"] or "{}"), **json.loads(probe["importance_factors"])}
+        change["importance_factors"] = json.dumps(factors)
     result = _cas_write(store, [change], actor=actor, action="update")
     if not result.applied:
         raise _conflict(store, memory_id, expected_version)

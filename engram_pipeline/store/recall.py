@@ -8,10 +8,14 @@ filter by confidence.
 Ranking over the nearest candidates::
 
     score = w_sim * similarity + w_rec * 0.5 ** (age_days / 30) + w_imp * significance
+            - w_noise * max(0, t - information) / t
 
-with ``w = (0.7, 0.2, 0.1)`` by default (``ENGRAM_RECALL_WEIGHT_*``) and age from the last access, else
-creation. ``significance`` is the importance score without its own recency factor
-(:func:`engram_pipeline.scoring.significance`): age is weighed once, by the recency term.
+with ``w = (0.7, 0.2, 0.1, 0.5)`` by default (``ENGRAM_RECALL_WEIGHT_*``), ``t`` = ``ENGRAM_NOISE_THRESHOLD``
+(0.3) and age from the last access, else creation. ``significance`` is the importance score without its own
+recency factor (:func:`engram_pipeline.scoring.significance`): age is weighed once, by the recency term.
+``information`` is the row's information score (:mod:`engram_pipeline.information`, the one the retention
+policy reads): a fact (at or above ``t``) loses nothing, a row that says nothing loses up to 0.5, more than
+the similarity by which small talk that shares the query's words beats the fact that answers it.
 
 Evidence: a derived hit (a belief, procedure or schema) carries, in ``RecallHit.evidence``, up to ``evidence``
 (default 3) of the memories it was derived from (``derived-from`` links) that this recall would otherwise hide,
@@ -32,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram_pipeline.information import information_of
 from engram_pipeline.model import CONFIDENCE_TIERS, INTERNAL_COLUMNS, Memory, utcnow
-from engram_pipeline.scoring import significance
+from engram_pipeline.scoring import significance, stored_information
 from engram_pipeline.store.errors import InvalidInput
 from engram_pipeline.store.sql import eq, lit
 from engram_pipeline.store.validation import check_int, check_k, check_text, check_unit
@@ -143,6 +148,7 @@ def recall(
     importance = np.array([significance(h["importance"], h.get("importance_factors")) for h in hits])
     score = s.recall_weight_similarity * sim + s.recall_weight_recency * recency
     score += s.recall_weight_importance * importance
+    score -= s.recall_weight_noise * noise_share(hits, s.noise_threshold)
     order = np.lexsort((np.array([h["id"] for h in hits]), -score))[:k]
     rows = [{key: v for key, v in hits[i].items() if key != "_distance"} for i in order]
     found = _evidence(store, rows, qvec, limit=evidence, with_vectors=with_vectors) if evidence else {}
@@ -153,6 +159,18 @@ def recall(
     if track_access:
         store.log_access([m for h in out for m in (h.memory, *h.evidence)])
     return out
+
+
+def noise_share(rows: Sequence[Memory], threshold: float) -> np.ndarray:
+    """How far each row's information score falls below ``threshold``, as a share of it: 0 for a fact, 1 for
+    a row that says nothing. The stored score (``importance_factors``), else read from the content."""
+    stored = [stored_information(r.get("importance_factors")) for r in rows]
+    missing = [i for i, v in enumerate(stored) if v is None]
+    if missing:
+        for i, v in zip(missing, information_of([rows[i]["content"] or "" for i in missing]), strict=True):
+            stored[i] = v
+    info = np.array(stored, dtype=np.float64)
+    return np.clip(threshold - info, 0.0, None) / threshold if threshold > 0 else np.zeros(len(rows))
 
 
 def _evidence(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from engram_pipeline.information import information_factors
 from engram_pipeline.model import (
     DEFAULT_CONFIDENCE,
     KINDS,
@@ -102,7 +104,8 @@ def build_row(
         "source": checked_source,
         "outcome": checked_outcome,
         "importance": 0.5 if importance is None else float(importance),
-        "importance_factors": None,
+        # how much it says, read once here (the passes carry it over): engram_pipeline/information.py
+        "importance_factors": json.dumps(information_factors([content])[0]),
         "confidence": SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE) if confidence is None else float(confidence),
         "access_count": access_count,
         "reinforcement_count": 0,

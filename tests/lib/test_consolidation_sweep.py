@@ -38,7 +38,7 @@ NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 LATER = NOW + timedelta(days=1)
 AGENTS = [f"agent-{i}" for i in range(5)]
 CITIES = ("Berlin", "Paris", "Rome", "Lima", "Oslo")
-CASES = {"seed": SEED_POLICY, "safe": {}, "3-shards": {**SEED_POLICY, "ENGRAM_SHARDS": "3"}}
+CASES = {"seed": SEED_POLICY, "signal": {}, "3-shards": {**SEED_POLICY, "ENGRAM_SHARDS": "3"}}
 # What differs between two runs of the same work: times of writing, run ids, and ids of rows a run creates
 # (rows, links and events are matched by their agent and content hash instead).
 VOLATILE = ("id", "updated_at", "write_token", "created_at", "last_accessed_at", "decayed_at", "expires_at")

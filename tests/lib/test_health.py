@@ -79,3 +79,19 @@ def test_imported_near_duplicates_above_the_duplicate_threshold_count_without_a_
     report = health(store, "a", now=NOW)
     assert report.duplicate_source == "graph"
     assert report.duplicate_cluster_ratio == pytest.approx(2 / 3)
+
+
+def test_health_reports_the_noise_share_and_what_the_next_archival_takes(store):
+    from engram_pipeline.lifecycle.pipeline import run_pipeline
+
+    old = NOW - timedelta(days=45)
+    for text in ("Dana: haha yes", "Sam: thanks!!", "ok cool"):
+        store.remember("a", text, created_at=old)
+    store.remember("a", "lol same", created_at=NOW - timedelta(days=2))  # noise, but young
+    store.remember("a", "Dana: my sister lives in Oslo", created_at=old)
+    report = health(store, "a", now=NOW)
+    assert (report.noise_count, report.noise_share) == (4, pytest.approx(4 / 5))
+    assert (report.next_archive_noise, report.next_archive_faded) == (3, 0)
+    after = run_pipeline(store, "a", now=NOW).health  # the pipeline's own report comes after archival
+    assert (after.noise_count, after.next_archive_noise, after.visible) == (1, 0, 2)
+    assert json.loads(json.dumps(after.as_dict()))["noise_share"] == pytest.approx(0.5)

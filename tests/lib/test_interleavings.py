@@ -30,7 +30,6 @@ from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, VersionConflict
 from engram_pipeline.store.errors import NothingToRestore
-from tests.constants import SEED_POLICY
 
 pytestmark = pytest.mark.slow
 
@@ -80,9 +79,9 @@ def pre_image_tags(store: MemoryStore, memory_id: str) -> set[str]:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op, min_size=3, max_size=12), policy=st.sampled_from(["safe", "seed"]))
+@given(ops=st.lists(op, min_size=3, max_size=12), policy=st.sampled_from(["signal", "safe", "seed"]))
 def test_no_interleaving_loses_an_acknowledged_update(ops: list[tuple[str, Any]], policy: str) -> None:
-    env = {"ENGRAM_EMBEDDER": "hashing", **(SEED_POLICY if policy == "seed" else {})}
+    env = {"ENGRAM_EMBEDDER": "hashing", "ENGRAM_RETENTION_POLICY": policy}
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore.open(tmp, settings=Settings.from_env(env))
         ids = []

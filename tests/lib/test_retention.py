@@ -1,5 +1,7 @@
-"""The default `safe` retention policy: age and neglect lower rank and tier, they never remove a memory; only
-what is held elsewhere (a merge canonical, a derived belief) leaves recall, and recall still finds it."""
+"""Retention: age and neglect lower rank and tier, they never remove a fact; only what is held elsewhere (a
+merge canonical, a derived belief) leaves recall, and recall still finds it. These hold under the default
+`signal` policy as under `safe`; what `signal` adds (old, never-recalled noise is archived) is in
+test_forgetting_noise.py."""
 
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ def hide_behind(store: MemoryStore, member: dict[str, Any], canonical: dict[str,
     store.add_links([{"agent_id": "a", "src_id": member["id"], "dst_id": canonical["id"], "rel": "duplicate-of"}])
 
 
-def test_the_default_policy_is_safe_and_an_unknown_one_is_refused() -> None:
-    assert Settings().retention_policy == "safe"
+def test_the_default_policy_is_signal_safe_and_seed_stay_selectable_and_an_unknown_one_is_refused() -> None:
+    assert Settings().retention_policy == "signal"
+    for name in ("safe", "seed"):
+        assert Settings.from_env({"ENGRAM_RETENTION_POLICY": name}).retention_policy == name
     with pytest.raises(SettingsError, match="ENGRAM_RETENTION_POLICY"):
         Settings.from_env({"ENGRAM_RETENTION_POLICY": "forget-everything"})
 

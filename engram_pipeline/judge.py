@@ -1,16 +1,22 @@
 """Judge a pair of memories: the same fact (``duplicate``), a ``contradiction``, or ``distinct``.
 
 Cosine similarity finds candidates; a judge decides. Every pass that folds one memory into another (write-time
-dedup in ``remember``, the corpus-merge plan) asks :func:`get_judge` for the store's judge and merges only the
-pairs it calls ``duplicate``. Two judges ship:
+dedup in ``remember`` and ``import``, the corpus-merge plan) asks :func:`get_judge` for the store's judge and
+merges only the pairs it calls ``duplicate``; the write path and the contradiction pass record the
+contradictions it finds (:func:`contradictions_of`). Three judges ship:
 
-- ``calibrated`` (default when the embedder ships weights, ``judges/<embedder>.json``): a logistic regression
-  over features of the pair (the embedder's cosine, content-token containment and Jaccard, stemmed Jaccard,
-  character-trigram Jaccard, length ratio, the share of words one side adds), trained by
-  ``bench/train_judge.py`` on the STS 2014-2015 files and reported on the held-out 2016 files. It takes
-  candidates from a lower cosine floor than the merge band (``floor`` in the weights file); a pair at or above
-  ``MEMORY_DUPLICATE_THRESHOLD`` without a veto is a duplicate whatever the model says, and so is a pair
-  whose texts assert the same claims (:func:`same_claims`: "User lives in Berlin" / "I reside in Berlin");
+- ``pair`` (default with the MiniLM embedder when the ``minilm`` extra is installed): :class:`PairJudge`, the
+  pair model of :mod:`engram_pipeline.pair_model` (a cross-encoder fine-tuned from the packaged MiniLM by
+  ``training/pair_model/train.py``) reads both texts together and calls same fact, contradiction or distinct;
+  the lexical vetoes stand only where both texts state a conflict;
+- ``calibrated`` (the default for other embedders that ship weights, ``judges/<embedder>.json``, and the
+  fallback without the extra): a logistic regression over features of the pair (the embedder's cosine,
+  content-token containment and Jaccard, stemmed Jaccard, character-trigram Jaccard, length ratio, the share of
+  words one side adds), trained by ``bench/train_judge.py`` on the STS 2014-2015 files and reported on the
+  held-out 2016 files. It takes candidates from a lower cosine floor than the merge band (``floor`` in the
+  weights file); a pair at or above ``MEMORY_DUPLICATE_THRESHOLD`` without a veto is a duplicate whatever the
+  model says, and so is a pair whose texts assert the same claims (:func:`same_claims`: "User lives in Berlin"
+  / "I reside in Berlin");
 - ``rules``: today's band rule (:func:`engram_pipeline.merge_guard.merge_decision`): cosine at least
   ``MEMORY_CONSOLIDATION_MERGE_THRESHOLD``, no hard veto, enough shared content. The fallback for embedders
   without weights (``openai``) and for ``ENGRAM_JUDGE=rules``.
@@ -18,10 +24,8 @@ pairs it calls ``duplicate``. Two judges ship:
 Contradictions stay out whatever the judge: a candidate pair (cosine at least the judge's floor) that the
 contradiction rules or the merge guard's hard vetoes (:func:`engram_pipeline.merge_guard.conflict`:
 negation, numbers, dates, swapped values, opposites) call contradicting is a ``contradiction`` verdict and is
-never merged; below the floor a pair is ``distinct`` (another topic).
-
-No judge model (a cross-encoder or NLI model) ships inside a package on the registry this project installs
-from (see the README, "Embedders and thresholds"), so nothing here downloads or loads a model.
+never merged; below the floor a pair is ``distinct`` (another topic). Every report of a pass that judges
+names its judge (``judge``), so a figure says which one produced it.
 
 >>> from engram_pipeline.settings import Settings
 >>> judge = RulesJudge(Settings(merge_threshold=0.7, duplicate_threshold=0.9))
@@ -35,6 +39,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -42,7 +48,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engram_pipeline.claims import _stem, content_tokens, normalise_value, parse_claims
+from engram_pipeline.claims import (
+    Contradiction,
+    _stem,
+    content_tokens,
+    detect_contradictions,
+    normalise_value,
+    parse_claims,
+)
 from engram_pipeline.lexicon import relation_family
 from engram_pipeline.merge_guard import conflict, merge_decision
 from engram_pipeline.settings import Settings
@@ -84,6 +97,16 @@ class Judge(Protocol):
 
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]: ...
 
+    def merges(self, pairs: Sequence[Pair]) -> list[bool]: ...
+
+    def contradictions(self, pairs: Sequence[Pair]) -> list[Contradiction | None]: ...
+
+
+def rule_contradictions(pairs: Sequence[Pair]) -> list[Contradiction | None]:
+    """The contradiction rules' hits (:func:`engram_pipeline.claims.detect_contradictions`): what a judge
+    without a model flags."""
+    return detect_contradictions([(a, b) for a, b, _ in pairs])
+
 
 class RulesJudge:
     """The band rule: ``cosine >= merge_threshold``, no hard veto, containment (no upper gap: a pair at or
@@ -108,6 +131,12 @@ class RulesJudge:
             decision = merge_decision(a, b, cos, self._settings)
             out.append(Verdict("duplicate" if decision.merge else "distinct", float(cos), decision.reason))
         return out
+
+    def merges(self, pairs: Sequence[Pair]) -> list[bool]:
+        return [v.merge for v in self.judge(pairs)]
+
+    def contradictions(self, pairs: Sequence[Pair]) -> list[Contradiction | None]:
+        return rule_contradictions(pairs)
 
 
 FEATURES = (
@@ -317,6 +346,9 @@ class CalibratedJudge:
             out[k] = conflict(pairs[k][0], pairs[k][1]) is None
         return out
 
+    def contradictions(self, pairs: Sequence[Pair]) -> list[Contradiction | None]:
+        return rule_contradictions(pairs)
+
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
         out = []
         p = self.probabilities(pairs)
@@ -334,6 +366,144 @@ class CalibratedJudge:
             else:
                 out.append(Verdict("distinct", prob, f"judge p={prob:.3f} < {self.threshold} (cosine {cos:.3f})"))
         return out
+
+
+class PairJudge:
+    """The pair model (:mod:`engram_pipeline.pair_model`) decides; the lexical vetoes stand only where both
+    texts state a conflict (:func:`engram_pipeline.merge_guard.conflict` with ``stated_only``).
+
+    Per candidate pair (cosine at least :attr:`floor`), in order: a stated conflict or the model's
+    ``P(contradiction)`` at or above its threshold is a ``contradiction``; then a pair at or above
+    ``MEMORY_DUPLICATE_THRESHOLD`` that the model reads as the same fact more than anything else, one whose
+    ``P(duplicate)`` reaches its threshold or one asserting the same claims (:func:`same_claims`) is a
+    ``duplicate``; the rest are ``distinct`` (a near-identical pair the model reads as opposite, "Hana mentors
+    Luis" / "Luis mentors Hana", is kept apart even below the contradiction threshold). Thresholds and floor come from
+    the model's card (``judges/pair-minilm.json``), chosen on the validation split.
+
+    The model costs milliseconds a pair, so it reads only the candidates worth it: the ``screen`` (the
+    calibrated judge of the same embedder, microseconds a pair) must give the pair at least the card's
+    ``screen`` probability, set so that 98% of the validation split's same-fact pairs pass. Below it a pair
+    shares too little wording to be the same fact or a stated opposite, and is ``distinct`` (a stated conflict
+    still vetoes it, as the rules would).
+
+    The model's probabilities are kept per pair of texts (both orders are one entry), so a pass that asks about
+    one pair twice (decide, then recount after a kill) gets the same answer without running it again.
+    """
+
+    CACHE = 65536
+
+    def __init__(
+        self,
+        card: dict[str, Any],
+        *,
+        duplicate_threshold: float = 1.0,
+        floor: float | None = None,
+        screen: CalibratedJudge | None = None,
+    ) -> None:
+        self.card = card
+        self.t_duplicate = float(card["thresholds"]["duplicate"])
+        self.t_contradiction = float(card["thresholds"]["contradiction"])
+        self._floor = float(card["floor"] if floor is None else floor)
+        self.screen = screen
+        self.t_screen = float(card.get("screen", 0.0))
+        self.duplicate_threshold = duplicate_threshold
+        self._seen: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"pair:{self.card['model']}"
+
+    @property
+    def floor(self) -> float:
+        return self._floor
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """``(n, 3)``: P(duplicate), P(contradiction), P(distinct) of each pair, whatever its cosine."""
+        from engram_pipeline import pair_model
+
+        keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
+        with self._lock:
+            todo = sorted({k for k in keys if k not in self._seen})
+        if todo:
+            fresh = pair_model.load().probabilities(todo)
+            with self._lock:
+                for k, p in zip(todo, fresh, strict=True):
+                    self._seen[k] = p
+                while len(self._seen) > self.CACHE:
+                    self._seen.popitem(last=False)
+        with self._lock:
+            found = [self._seen.get(k) for k in keys]
+        missing = [i for i, p in enumerate(found) if p is None]  # evicted by a concurrent caller meanwhile
+        if missing:
+            again = pair_model.load().probabilities([keys[i] for i in missing])
+            for i, p in zip(missing, again, strict=True):
+                found[i] = p
+        return np.asarray(found, dtype=np.float64).reshape(len(pairs), 3)
+
+    def worth_reading(self, pairs: Sequence[Pair]) -> np.ndarray:
+        """Which pairs the model reads: at or above the floor, and passing the screen (see the class doc)."""
+        near = np.asarray([cos >= self._floor for _, _, cos in pairs], dtype=bool)
+        if self.screen is None or not near.any():
+            return near
+        idx = np.flatnonzero(near).tolist()
+        near[idx] = self.screen.probabilities([pairs[i] for i in idx]) >= self.t_screen
+        return near
+
+    def _scored(self, pairs: Sequence[Pair]) -> np.ndarray:
+        """:meth:`probabilities` of the pairs worth reading; ``P(distinct) = 1`` for the rest (never run)."""
+        p = np.zeros((len(pairs), 3))
+        p[:, 2] = 1.0
+        read = np.flatnonzero(self.worth_reading(pairs)).tolist()
+        if read:
+            p[read] = self.probabilities([(pairs[i][0], pairs[i][1]) for i in read])
+        return p
+
+    def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
+        out = []
+        read = self.worth_reading(pairs)
+        p = self._scored(pairs)
+        for (a, b, cos), (p_dup, p_con, p_dist), model_read in zip(pairs, p.tolist(), read.tolist(), strict=True):
+            model = f"pair model p(same)={p_dup:.3f} p(contradiction)={p_con:.3f}, cosine {cos:.3f}"
+            if cos < self._floor:  # another topic
+                out.append(Verdict("distinct", 0.0, f"below judge floor ({cos:.3f} < {self._floor})"))
+            elif (veto := conflict(a, b, stated_only=True)) is not None:
+                out.append(Verdict("contradiction", p_con, f"veto: {veto}"))
+            elif not model_read:
+                out.append(Verdict("distinct", 0.0, f"screened out: little shared wording (cosine {cos:.3f})"))
+            elif p_con >= self.t_contradiction:
+                out.append(Verdict("contradiction", p_con, f"{model}: contradiction"))
+            elif cos >= self.duplicate_threshold and p_dup >= max(p_con, p_dist):
+                out.append(Verdict("duplicate", p_dup, f"duplicate ({cos:.3f} >= {self.duplicate_threshold}); {model}"))
+            elif p_dup >= self.t_duplicate:
+                out.append(Verdict("duplicate", p_dup, f"{model}: same fact"))
+            elif same_claims(a, b):
+                out.append(Verdict("duplicate", p_dup, f"same claims; {model}"))
+            else:
+                out.append(Verdict("distinct", p_dup, model))
+        return out
+
+    def merges(self, pairs: Sequence[Pair]) -> list[bool]:
+        return [v.merge for v in self.judge(pairs)]
+
+    def contradictions(self, pairs: Sequence[Pair]) -> list[Contradiction | None]:
+        """The rules' hits, and the model's contradictions among the rest (rule ``pair_model``)."""
+        found = rule_contradictions(pairs)
+        read = self.worth_reading(pairs)
+        rest = [i for i, hit in enumerate(found) if hit is None and read[i]]
+        if rest:
+            p = self.probabilities([(pairs[i][0], pairs[i][1]) for i in rest])[:, 1]
+            for i, p_con in zip(rest, p.tolist(), strict=True):
+                if p_con >= self.t_contradiction:
+                    found[i] = Contradiction("pair_model", f"pair model p(contradiction)={p_con:.3f}", "")
+        return found
+
+
+@functools.cache
+def _pair_card() -> dict[str, Any] | None:
+    from engram_pipeline import pair_model
+
+    return pair_model.card() if pair_model.available() else None
 
 
 def load_weights(kind: str) -> dict[str, Any] | None:
@@ -364,6 +534,14 @@ def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
     choice = settings.judge
     if choice == "rules":
         return RulesJudge(settings)
+    if choice == "pair" or (choice == "auto" and embedder_kind in PAIR_EMBEDDERS):
+        card = _pair_card()
+        if card is not None:
+            floor = settings.merge_threshold if "MEMORY_CONSOLIDATION_MERGE_THRESHOLD" in settings.explicit else None
+            screen = _calibrated(embedder_kind) if embedder_kind else None
+            return PairJudge(card, duplicate_threshold=settings.duplicate_threshold, floor=floor, screen=screen)
+        if choice == "pair":
+            raise ValueError("ENGRAM_JUDGE=pair: the pair model needs the minilm extra (engram-pipeline[minilm])")
     judge = _calibrated(embedder_kind) if embedder_kind else None
     if judge is None:
         if choice == "calibrated":
@@ -371,6 +549,11 @@ def make_judge(settings: Settings, embedder_kind: str | None) -> Judge:
         return RulesJudge(settings)
     floor = settings.merge_threshold if "MEMORY_CONSOLIDATION_MERGE_THRESHOLD" in settings.explicit else judge.floor
     return CalibratedJudge({**judge.doc, "floor": floor}, duplicate_threshold=settings.duplicate_threshold)
+
+
+# Embedders whose cosines the pair model's floor was chosen for (``auto`` picks the model only with them): the
+# floor is a cosine of the packaged MiniLM.
+PAIR_EMBEDDERS = ("minilm",)
 
 
 def get_judge(store: MemoryStore) -> Judge:
@@ -388,12 +571,25 @@ def are_same_facts(store: MemoryStore, pairs: Sequence[Pair], kinds: Sequence[tu
     judged in one :meth:`CalibratedJudge.merges` call."""
     judge = get_judge(store)
     out = [False] * len(pairs)
-    batch = [k for k, kind in enumerate(kinds) if isinstance(judge, CalibratedJudge) and not _kinds_apart(kind)]
-    if isinstance(judge, CalibratedJudge):
-        for k, merge in zip(batch, judge.merges([pairs[k] for k in batch]), strict=True):
-            out[k] = merge
+    batch = [k for k, kind in enumerate(kinds) if not _kinds_apart(kind)]
+    for k, merge in zip(batch, judge.merges([pairs[k] for k in batch]), strict=True):
+        out[k] = merge
     for k in sorted(set(range(len(pairs))) - set(batch)):
         out[k] = same_fact(store, *pairs[k], kinds=kinds[k]).merge
+    return out
+
+
+def contradictions_of(
+    judge: Judge, pairs: Sequence[Pair], kinds: Sequence[tuple[str, str] | None]
+) -> list[Contradiction | None]:
+    """The contradictions the write path and the contradiction pass record: ``judge``'s own (for the pair
+    model, the rules' and its verdicts) between two rows of one kind that are not episodes, the rules' alone
+    elsewhere (two episodes, or two turns of a dialogue, are occurrences the model was not trained to oppose)."""
+    out = rule_contradictions(pairs)
+    own = [k for k, kind in enumerate(kinds) if not _kinds_apart(kind)]
+    if own and not isinstance(judge, RulesJudge | CalibratedJudge):
+        for k, hit in zip(own, judge.contradictions([pairs[k] for k in own]), strict=True):
+            out[k] = hit
     return out
 
 

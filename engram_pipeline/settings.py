@@ -36,8 +36,9 @@ CONTRADICTION_POLICIES = ("flag", "supersede")
 # never-recalled noise (by the information score); "safe" only what is held elsewhere; "seed" the inherited
 # score/age pruning and confidence archival.
 RETENTION_POLICIES = ("signal", "safe", "seed")
-# Who decides a merge (engram_pipeline/judge.py): "auto" the calibrated judge when the embedder ships weights.
-JUDGES = ("auto", "calibrated", "rules")
+# Who decides a merge (engram_pipeline/judge.py): "auto" the pair model with the minilm embedder when its extra is
+# installed, else the calibrated judge when the embedder ships weights, else the rules.
+JUDGES = ("auto", "pair", "calibrated", "rules")
 
 # Fields that an embedder's calibrated threshold profile may set when the variable is not set explicitly.
 PROFILE_FIELDS = (
@@ -196,7 +197,9 @@ class Settings:
         doc="Corpus merge: similarity at or above which near-duplicates are clustered",
     )
     judge: str = _env(
-        "ENGRAM_JUDGE", "auto", doc="Who decides a merge: `auto`, `calibrated` (the embedder's judge) or `rules`"
+        "ENGRAM_JUDGE",
+        "auto",
+        doc="Who decides a merge: `auto`, `pair` (the pair model), `calibrated` (the embedder's judge) or `rules`",
     )
     merge_interval_ms: int = _env(
         "ENGRAM_CORPUS_MERGE_INTERVAL_MS",

@@ -6,8 +6,10 @@ imported in bulk, thresholds or rules changed since, a neighbour the write path'
 Candidates are the pairs of the agent's neighbour graph (:mod:`engram_pipeline.lifecycle.graph`) with
 ``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` (or at or above
 ``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows.
-A candidate is confirmed by the lexical rules of :func:`engram_pipeline.claims.detect_contradiction`
-(similarity only says two memories talk about the same thing, not that they disagree). Then, by policy:
+A candidate is confirmed by the store's judge (:func:`engram_pipeline.judge.contradictions_of`): the lexical rules
+of :func:`engram_pipeline.claims.detect_contradiction`, and with the pair model its contradiction verdicts between
+two rows of one kind that are not episodes (similarity only says two memories talk about the same thing, not
+that they disagree). Then, by policy:
 
 * ``flag`` (default): both rows ``contradicted``, each in the other's ``contradiction_with``, reason and time
   in their metadata, one ``contradicts`` link (newer -> older). Both stay in recall.
@@ -38,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from engram_pipeline.claims import detect_contradiction
+from engram_pipeline.claims import Contradiction
+from engram_pipeline.judge import contradictions_of, get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, count_frames, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
@@ -55,8 +58,8 @@ ACTOR = "contradiction_detection"
 BATCH_SIZE = 1000  # anchor rows (the smaller id of a pair) per compare-and-set batch
 COUNTS = ("candidates", "flagged", "superseded", "skipped_concurrent_edit")
 _COLUMNS = [
-    "id", "agent_id", "content", "content_hash", "status", "superseded_by", "contradiction_with", "created_at",
-    "version",
+    "id", "agent_id", "kind", "content", "content_hash", "status", "superseded_by", "contradiction_with",
+    "created_at", "version",
 ]  # fmt: skip
 
 
@@ -71,6 +74,7 @@ class ContradictionReport:
     superseded: int
     skipped_concurrent_edit: int
     cursor: dict[str, Any]
+    judge: str = ""  # the judge that confirmed the candidates (engram_pipeline/judge.py)
 
 
 def detect_contradictions(
@@ -118,7 +122,9 @@ def contradiction_sweep(
     rows: dict[str, Memory] = {}
     linked: set[frozenset[str]] = set()
     by_anchor: dict[str, list[tuple[str, str, float]]] = {}
+    hits: dict[tuple[str, str], Contradiction | None] = {}
     read: dict[str, Any] = {"graph": graph}
+    judge = get_judge(store)
 
     def work() -> pl.DataFrame:
         """The anchors with candidate pairs, and whether judging them would write (a confirmed contradiction,
@@ -135,9 +141,20 @@ def contradiction_sweep(
         for a, b, score in pairs.iter_rows():
             if a in rows and b in rows:  # both still visible
                 by_anchor.setdefault(a, []).append((a, b, score))
+        # every candidate judged at once (the pair model batches), before any batch writes
+        judged = [p for x in sorted(by_anchor) for p in by_anchor[x] if not _flagged(rows[p[0]], rows[p[1]])]
+        found = contradictions_of(
+            judge,
+            [(rows[a]["content"], rows[b]["content"], score) for a, b, score in judged],
+            [(rows[a]["kind"], rows[b]["kind"]) for a, b, _ in judged],
+        )
+        hits.clear()
+        hits.update({(a, b): hit for (a, b, _), hit in zip(judged, found, strict=True)})
         read.update(scanned=Counter(frame["agent_id"].to_list()), pairs=pairs)
         anchors = sorted(by_anchor)
-        writes = [any(_would_write(rows[a], rows[b], linked, policy) for a, b, _ in by_anchor[x]) for x in anchors]
+        writes = [
+            any(_would_write(rows[a], rows[b], linked, policy, hits) for a, b, _ in by_anchor[x]) for x in anchors
+        ]
         return pl.DataFrame({"anchor": anchors, "writes": writes}, schema={"anchor": pl.String, "writes": pl.Boolean})
 
     hidden: set[str] = set()
@@ -145,7 +162,7 @@ def contradiction_sweep(
         cursor,
         work,
         lambda batch: _run_batch(
-            store, [p for a in batch["anchor"] for p in by_anchor[a]], rows, hidden, linked, policy, cursor
+            store, [p for a in batch["anchor"] for p in by_anchor[a]], rows, hidden, linked, policy, cursor, hits
         ),
         writes=pl.col("writes"),
         size=batch_size,
@@ -158,16 +175,20 @@ def contradiction_sweep(
         summary={"policy": policy},
     )
     return {
-        agent: ContradictionReport(scanned=read["scanned"][agent], **run.agent_counts(agent, COUNTS), cursor=run.cursor)
+        agent: ContradictionReport(
+            scanned=read["scanned"][agent], **run.agent_counts(agent, COUNTS), cursor=run.cursor, judge=judge.name
+        )
         for agent in agents
     }
 
 
-def _would_write(ra: Memory, rb: Memory, linked: set[frozenset[str]], policy: str) -> bool:
+def _would_write(
+    ra: Memory, rb: Memory, linked: set[frozenset[str]], policy: str, hits: dict[tuple[str, str], Contradiction | None]
+) -> bool:
     """Whether :func:`_run_batch` would write for this candidate pair (as it decides, before any write)."""
     if _flagged(ra, rb):
         return policy == "flag" and frozenset((ra["id"], rb["id"])) not in linked
-    return detect_contradiction(ra["content"], rb["content"]) is not None
+    return hits.get((ra["id"], rb["id"])) is not None
 
 
 def _run_batch(
@@ -178,6 +199,7 @@ def _run_batch(
     linked: set[frozenset[str]],
     policy: str,
     cursor: PassCursor,
+    hits: dict[tuple[str, str], Contradiction | None],
 ) -> BatchResult:
     """Judge one batch of candidate pairs and write its verdicts in one compare-and-set (plus one links add)."""
     confirmed: list[tuple[Memory, Memory, float, str]] = []  # (newer, older, score, reason)
@@ -194,7 +216,7 @@ def _run_batch(
                 unlinked.append((newer, older, score, ""))
             continue
         candidates.append(a)
-        hit = detect_contradiction(ra["content"], rb["content"])
+        hit = hits.get((a, b))
         if hit is not None:
             confirmed.append((newer, older, score, hit.reason))
     if not confirmed:

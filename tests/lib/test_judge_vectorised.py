@@ -110,7 +110,7 @@ def test_feature_matrix_is_features_bit_for_bit() -> None:
 
 @pytest.mark.parametrize("embedder", ["hashing", "minilm"])
 def test_merges_of_a_batch_are_the_scalar_decisions(embedder: str) -> None:
-    judge = make_judge(Settings(), embedder)
+    judge = make_judge(Settings(judge="calibrated"), embedder)
     assert isinstance(judge, CalibratedJudge)
     mean, scale, w, bias = (np.asarray(judge.doc[k], dtype=np.float64) for k in ("mean", "scale", "weights", "bias"))
 

@@ -42,6 +42,7 @@ from bench_store import open_store, texts  # noqa: E402
 
 import engram_pipeline  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
+from engram_pipeline.judge import get_judge  # noqa: E402
 from engram_pipeline.model import rows_to_table  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
@@ -263,8 +264,10 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     # reference above is one call: in batches of 250 the import ran at 89% of it (the smaller calls cost ~3%)
     import_jsonl(store, lines)
     imported = rows / (time.perf_counter() - t)
-    print(f"\nminilm: embed p50 {ms(embeds, 50):.1f} ms, remember p50 {ms(calls, 50):.1f} ms ", end="")
-    print(f"(+{ms(calls, 50) - ms(embeds, 50):.1f} ms; target <= +10 ms)")
+    judge = get_judge(store).name
+    target = 25 if judge.startswith("pair:") else 10  # issue 32 gives the pair model's reading 15 ms more
+    print(f"\nminilm ({judge}): embed p50 {ms(embeds, 50):.1f} ms, remember p50 {ms(calls, 50):.1f} ms ", end="")
+    print(f"(+{ms(calls, 50) - ms(embeds, 50):.1f} ms; target <= +{target} ms)")
     # The same gap per call (each remember less its own embedding): two noisy medians of ~100 ms differ by
     # more than the 10 ms asked about when torch shares busy cores; this difference does not carry that noise.
     print(f"minilm: remember less its own embedding, per call: p50 {ms(rest, 50):.1f} ms, p99 {ms(rest, 99):.1f}")

@@ -31,6 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from train_judge import fit as fit_logistic  # noqa: E402
+
 from engram_pipeline.information import CUES, MODEL_FILE, InformationModel, design_matrix, features  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 
@@ -51,21 +55,8 @@ def vocabulary(texts: list[str]) -> list[str]:
 
 
 def fit(x: np.ndarray, y: np.ndarray, ridge: float) -> tuple[np.ndarray, float]:
-    """Weights and bias of an L2-penalised logistic regression (Newton's method)."""
-    n, d = x.shape
-    xb = np.hstack([x, np.ones((n, 1))])
-    w = np.zeros(d + 1)
-    penalty = np.full(d + 1, ridge)
-    penalty[-1] = 0.0
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-(xb @ w)))
-        grad = xb.T @ (p - y) + penalty * w
-        hess = (xb * (p * (1 - p))[:, None]).T @ xb + np.diag(penalty) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return w[:-1], float(w[-1])
+    """The judge's logistic regression (``train_judge.fit``), with more Newton steps for the wide word design."""
+    return fit_logistic(x, y, ridge, steps=100, jitter=1e-9, tol=1e-9)
 
 
 def log_loss(p: np.ndarray, y: np.ndarray) -> float:

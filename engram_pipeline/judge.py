@@ -450,19 +450,19 @@ class PairJudge:
         near[idx] = self.screen.probabilities([pairs[i] for i in idx]) >= self.t_screen
         return near
 
-    def _scored(self, pairs: Sequence[Pair]) -> np.ndarray:
-        """:meth:`probabilities` of the pairs worth reading; ``P(distinct) = 1`` for the rest (never run)."""
+    def _scored(self, pairs: Sequence[Pair], read: np.ndarray) -> np.ndarray:
+        """:meth:`probabilities` of the pairs ``read`` marks; ``P(distinct) = 1`` for the rest (never run)."""
         p = np.zeros((len(pairs), 3))
         p[:, 2] = 1.0
-        read = np.flatnonzero(self.worth_reading(pairs)).tolist()
-        if read:
-            p[read] = self.probabilities([(pairs[i][0], pairs[i][1]) for i in read])
+        idx = np.flatnonzero(read).tolist()
+        if idx:
+            p[idx] = self.probabilities([(pairs[i][0], pairs[i][1]) for i in idx])
         return p
 
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
         out = []
         read = self.worth_reading(pairs)
-        p = self._scored(pairs)
+        p = self._scored(pairs, read)
         for (a, b, cos), (p_dup, p_con, p_dist), model_read in zip(pairs, p.tolist(), read.tolist(), strict=True):
             model = f"pair model p(same)={p_dup:.3f} p(contradiction)={p_con:.3f}, cosine {cos:.3f}"
             if cos < self._floor:  # another topic

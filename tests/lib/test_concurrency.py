@@ -22,7 +22,8 @@ SECONDS = 4.0
 
 
 def _count(row: dict) -> int:
-    return json.loads(row["importance_factors"] or '{"n": 0}')["n"]
+    # a new row's factors already hold its information score (engram_pipeline/information.py), without "n"
+    return int(json.loads(row["importance_factors"] or "{}").get("n", 0))
 
 
 def _single_writer(uri: str, ids: list[str], seed: int, out: mp.Queue) -> None:

@@ -10,7 +10,7 @@ export ENGRAM_HOME DAGSTER_HOME
 # with local_files_only (engram_pipeline/embed/minilm.py), so no *_OFFLINE variable is needed.
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: demo test lint bench ui cluster cluster-down install clean
+.PHONY: demo test test-fast lint bench ui cluster cluster-down install clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+# The edit loop's lane: every test but the slow, browser and cluster ones (markers in pyproject.toml).
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not browser and not distributed"
 
 lint: install
 	$(VENV)/bin/ruff check .

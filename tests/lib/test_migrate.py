@@ -155,7 +155,9 @@ def test_an_injected_failure_between_shards_resumes(store_uri: str) -> None:
     assert snapshot(store_uri, 3) == before
 
 
-def test_a_write_during_the_migration_is_not_lost(store_uri: str) -> None:
+def _refused_by_a_write_mid_migration(store_uri: str) -> MemoryStore:
+    """Build the store, then migrate it to 2 shards while a store opened before writes once: the migration is
+    refused. Returns that writer's store."""
     build(store_uri)
     early = MemoryStore.open(store_uri, settings=settings(1))  # opened before the migration began
 
@@ -165,6 +167,11 @@ def test_a_write_during_the_migration_is_not_lost(store_uri: str) -> None:
 
     with pytest.raises(StoreError, match="written to while it was being re-sharded"):
         migrate(store_uri, shards=2, settings=settings(1), after_shard=write)
+    return early
+
+
+def test_a_write_during_the_migration_is_not_lost(store_uri: str) -> None:
+    _early = _refused_by_a_write_mid_migration(store_uri)  # kept open, as the writer was
     report = migrate(store_uri, shards=2, settings=settings(1))  # the writer stopped: done again, from the start
     assert report.copied == (0, 1) and report.rows["memories"] == 31
     store = MemoryStore.open(store_uri, settings=settings(2))
@@ -221,15 +228,7 @@ def test_a_migration_killed_between_its_switch_and_its_last_drop_finishes_its_cl
 def test_a_refused_migration_runs_once_the_writers_stopped(store_uri: str) -> None:
     """Issue 35: a writer that wrote once more between the refusal and its stop got the next run refused too
     (it compared with the versions recorded at the failed check, not with those it copied)."""
-    build(store_uri)
-    early = MemoryStore.open(store_uri, settings=settings(1))  # opened before the migration began
-
-    def write(k: int) -> None:
-        if k == 0:
-            early.remember("agent-1", "A late fact written mid-migration")
-
-    with pytest.raises(StoreError, match="written to while it was being re-sharded"):
-        migrate(store_uri, shards=2, settings=settings(1), after_shard=write)
+    early = _refused_by_a_write_mid_migration(store_uri)
     early.remember("agent-2", "A last fact, written before the writer stopped")
     report = migrate(store_uri, shards=2, settings=settings(1))  # the writer has stopped
     assert report.copied == (0, 1) and report.rows["memories"] == 32

@@ -424,22 +424,16 @@ class PairJudge:
 
         keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
         with self._lock:
-            todo = sorted({k for k in keys if k not in self._seen})
+            known = {k: self._seen[k] for k in set(keys) if k in self._seen}
+        todo = sorted(set(keys) - known.keys())
         if todo:
-            fresh = pair_model.load().probabilities(todo)
+            fresh = dict(zip(todo, pair_model.load().probabilities(todo), strict=True))
+            known.update(fresh)
             with self._lock:
-                for k, p in zip(todo, fresh, strict=True):
-                    self._seen[k] = p
+                self._seen.update(fresh)
                 while len(self._seen) > self.CACHE:
                     self._seen.popitem(last=False)
-        with self._lock:
-            found = [self._seen.get(k) for k in keys]
-        missing = [i for i, p in enumerate(found) if p is None]  # evicted by a concurrent caller meanwhile
-        if missing:
-            again = pair_model.load().probabilities([keys[i] for i in missing])
-            for i, p in zip(missing, again, strict=True):
-                found[i] = p
-        return np.asarray(found, dtype=np.float64).reshape(len(pairs), 3)
+        return np.asarray([known[k] for k in keys], dtype=np.float64).reshape(len(pairs), 3)
 
     def worth_reading(self, pairs: Sequence[Pair]) -> np.ndarray:
         """Which pairs the model reads: at or above the floor, and passing the screen (see the class doc)."""

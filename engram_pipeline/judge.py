@@ -384,7 +384,7 @@ class PairJudge:
     calibrated judge of the same embedder, microseconds a pair) must give the pair at least the card's
     ``screen`` probability, set so that 98% of the validation split's same-fact pairs pass. Below it a pair
     shares too little wording to be the same fact or a stated opposite, and is ``distinct`` (a stated conflict
-    still vetoes it, as the rules would).
+    still vetoes it, as the rules would). A pair with a stated conflict is a contradiction without a read.
 
     The model's probabilities are kept per pair of texts (both orders are one entry), so a pass that asks about
     one pair twice (decide, then recount after a kill) gets the same answer without running it again.
@@ -455,14 +455,18 @@ class PairJudge:
 
     def judge(self, pairs: Sequence[Pair]) -> list[Verdict]:
         out = []
-        read = self.worth_reading(pairs)
+        # A conflict both texts state decides the pair whatever the model says: such pairs are never read
+        # (many near pairs of a templated store differ only in a stated number or name).
+        vetoes = [conflict(a, b, stated_only=True) if cos >= self._floor else None for a, b, cos in pairs]
+        read = self.worth_reading(pairs) & np.asarray([v is None for v in vetoes], dtype=bool)
         p = self._scored(pairs, read)
-        for (a, b, cos), (p_dup, p_con, p_dist), model_read in zip(pairs, p.tolist(), read.tolist(), strict=True):
+        rows = zip(pairs, vetoes, p.tolist(), read.tolist(), strict=True)
+        for (a, b, cos), veto, (p_dup, p_con, p_dist), model_read in rows:
             model = f"pair model p(same)={p_dup:.3f} p(contradiction)={p_con:.3f}, cosine {cos:.3f}"
             if cos < self._floor:  # another topic
                 out.append(Verdict("distinct", 0.0, f"below judge floor ({cos:.3f} < {self._floor})"))
-            elif (veto := conflict(a, b, stated_only=True)) is not None:
-                out.append(Verdict("contradiction", p_con, f"veto: {veto}"))
+            elif veto is not None:
+                out.append(Verdict("contradiction", cos, f"veto: {veto}"))
             elif not model_read:
                 out.append(Verdict("distinct", 0.0, f"screened out: little shared wording (cosine {cos:.3f})"))
             elif p_con >= self.t_contradiction:

@@ -95,6 +95,20 @@ def test_a_detail_one_side_omits_is_no_veto_but_two_stated_values_are(judge: Pai
 
 
 @needs_model
+def test_a_pair_two_stated_values_decide_is_never_read_by_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[tuple[str, str]] = []
+    model = pair_model.load()
+    real = model.probabilities
+    monkeypatch.setattr(model, "probabilities", lambda pairs: read.extend(pairs) or real(pairs))
+    fresh = make_judge.__wrapped__(Settings(embedder="minilm"), "minilm")  # its own cache: nothing read before
+    stated = ("The deploy of build 12 uses the cache.", "The deploy of build 57 uses the cache.", 0.95)
+    same = ("The deploy of build 12 uses the cache.", "The deploy of build 12 now uses the cache.", 0.95)
+    verdicts = fresh.judge([stated, same])
+    assert verdicts[0].label == "contradiction" and verdicts[0].reason.startswith("veto:")
+    assert [set(p) for p in read] == [set(same[:2])]
+
+
+@needs_model
 @pytest.mark.slow
 def test_probabilities_do_not_depend_on_order_or_batch(judge: PairJudge) -> None:
     pairs = [(a, b) for _, a, b, _ in ROWS]

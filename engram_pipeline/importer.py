@@ -81,7 +81,7 @@ class ImportReport:
     dry_run: bool = False
     semantic_duplicates: int = 0  # lines folded into a row the judge calls the same fact (as ``remember`` does)
     contradictions: int = 0  # contradictions recorded between a new row and an older one
-    judge: str = ""  # the judge that decided the semantic duplicates and contradictions (engram_pipeline/judge.py)
+    judge: str = ""  # the judge that decided the semantic duplicates and contradictions (engram_pipeline/judge/)
 
     @property
     def ok(self) -> bool:

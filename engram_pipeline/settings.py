@@ -36,7 +36,7 @@ CONTRADICTION_POLICIES = ("flag", "supersede")
 # never-recalled noise (by the information score); "safe" only what is held elsewhere; "seed" the inherited
 # score/age pruning and confidence archival.
 RETENTION_POLICIES = ("signal", "safe", "seed")
-# Who decides a merge (engram_pipeline/judge.py): "auto" the pair model with the minilm embedder when its extra is
+# Who decides a merge (engram_pipeline/judge/): "auto" the pair model with the minilm embedder when its extra is
 # installed, else the calibrated judge when the embedder ships weights, else the rules.
 JUDGES = ("auto", "pair", "calibrated", "rules")
 

@@ -74,7 +74,7 @@ class ContradictionReport:
     superseded: int
     skipped_concurrent_edit: int
     cursor: dict[str, Any]
-    judge: str = ""  # the judge that confirmed the candidates (engram_pipeline/judge.py)
+    judge: str = ""  # the judge that confirmed the candidates (engram_pipeline/judge/)
 
 
 def detect_contradictions(

@@ -1,7 +1,7 @@
 """The write-time decisions on new rows and their candidates, for many rows at once.
 
 Each new row meets its candidates (its nearest visible rows, each with ``_similarity``, nearest first): the
-first candidate the store's merge judge calls the same fact (:func:`engram_pipeline.judge.is_same_fact`) is the
+first candidate the store's merge judge calls the same fact (:func:`engram_pipeline.judge.same_fact`) is the
 row it collapses into; failing one, the candidates in the contradiction bands that the judge finds it contradicting
 (:func:`engram_pipeline.judge.contradictions_of`: the contradiction rules, and the pair model's verdicts where it
 judges) are recorded. :func:`decide_many` asks
@@ -46,15 +46,15 @@ def decide_many(
 ) -> list[tuple[Memory | None, Found]]:
     """For each ``(row, candidates)``: the first candidate the judge calls the same fact as ``row`` and no
     contradictions, or ``None`` and the candidates the contradiction rules find ``row`` contradicts."""
-    # Below this cosine neither the judge nor the contradiction band acts (judge.py: "below the floor a pair
+    # Below this cosine neither the judge nor the contradiction band acts (engram_pipeline/judge/: "below the floor a pair
     # is distinct"): the pairs under it are not worth judging.
     floor = near_cosine(store)
     cases = [(row, [n for n in candidates if n["_similarity"] >= floor]) for row, candidates in cases]
     flat = [(i, n) for i, (_, candidates) in enumerate(cases) for n in candidates]
-    # The corpus merge's judge decides (engram_pipeline/judge.py); its hard vetoes (contradiction, negation,
+    # The corpus merge's judge decides (engram_pipeline/judge/); its hard vetoes (contradiction, negation,
     # numbers, ...) keep a near-identical sentence that says something else from being lost.
     merges = are_same_facts(
-        store,
+        get_judge(store),
         [(n["content"], cases[i][0]["content"], n["_similarity"]) for i, n in flat],
         [(n["kind"], cases[i][0]["kind"]) for i, n in flat],
     )

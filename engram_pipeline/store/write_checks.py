@@ -46,8 +46,8 @@ def decide_many(
 ) -> list[tuple[Memory | None, Found]]:
     """For each ``(row, candidates)``: the first candidate the judge calls the same fact as ``row`` and no
     contradictions, or ``None`` and the candidates the contradiction rules find ``row`` contradicts."""
-    # Below this cosine neither the judge nor the contradiction band acts (engram_pipeline/judge/: "below the floor a pair
-    # is distinct"): the pairs under it are not worth judging.
+    # Below this cosine neither the judge nor the contradiction band acts (engram_pipeline/judge/: "below the
+    # floor a pair is distinct"): the pairs under it are not worth judging.
     floor = near_cosine(store)
     cases = [(row, [n for n in candidates if n["_similarity"] >= floor]) for row, candidates in cases]
     flat = [(i, n) for i, (_, candidates) in enumerate(cases) for n in candidates]

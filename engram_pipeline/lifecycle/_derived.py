@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.model import Memory, content_hash
-from engram_pipeline.store.sql import in_list
+from engram_pipeline.store.sql import where_in
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
@@ -161,8 +161,7 @@ def _free_contents(
     agents = sorted({agent for agent, _, _ in specs})
     hashes = list(by_hash)
     clash: set[str] = set()
-    for start in range(0, len(hashes), 1000):
-        where = f"content_hash IN {in_list(hashes[start : start + 1000])}"
+    for where in where_in("content_hash", hashes):
         clash.update(store.scan_agents(agents, columns=["content_hash"], where=where)["content_hash"].to_pylist())
     return [
         (agent, kind, {**sp, "content": f"{sp['content'].rstrip('.')} (consolidated)."} if h in clash else sp)

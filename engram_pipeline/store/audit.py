@@ -15,7 +15,7 @@ import pyarrow as pa
 from engram_pipeline.model import AUDIT_SCHEMA, Memory, row_from_json, row_to_json, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.sql import eq, in_list, where_in
 
 # Audit actions after which ``restore`` may bring a row back.
 HidingAction = Literal["prune", "merge", "supersede", "archive", "delete"]
@@ -91,9 +91,8 @@ class AuditLog:
     def audited(self, memory_ids: Sequence[str], *, action: str, run_id: str) -> set[str]:
         """Which of ``memory_ids`` have an ``action`` event of run ``run_id``."""
         found: set[str] = set()
-        for start in range(0, len(memory_ids), 1000):
-            chunk = memory_ids[start : start + 1000]
-            where = f"memory_id IN {in_list(chunk)} AND {eq('action', action)} AND {eq('run_id', run_id)}"
+        for ids in where_in("memory_id", memory_ids):
+            where = f"{ids} AND {eq('action', action)} AND {eq('run_id', run_id)}"
             rows = self.table.search().where(where).select(["memory_id"]).limit(None).to_arrow()
             found.update(rows["memory_id"].to_pylist())
         return found
@@ -117,10 +116,10 @@ class AuditLog:
             cond += f" AND ({where})"
         if memory_ids is not None and not memory_ids:
             return AUDIT_SCHEMA.empty_table().select(list(columns or AUDIT_SCHEMA.names))
-        chunks = [None] if memory_ids is None else [memory_ids[i : i + 1000] for i in range(0, len(memory_ids), 1000)]
+        chunks: list[str | None] = [None] if memory_ids is None else list(where_in("memory_id", memory_ids))
         parts = []
         for chunk in chunks:
-            q = self.table.search().where(cond if chunk is None else f"{cond} AND memory_id IN {in_list(chunk)}")
+            q = self.table.search().where(cond if chunk is None else f"{cond} AND {chunk}")
             if columns is not None:
                 q = q.select(list(columns))
             parts.append(q.limit(None).to_arrow())

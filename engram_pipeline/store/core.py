@@ -39,11 +39,9 @@ from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sharding import by_shard, shard_of
 from engram_pipeline.store.shards import CREATED_AT, Shard, open_table
-from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.sql import chunked, eq, in_list, lit, where_in
 from engram_pipeline.store.validation import check_vector
 from engram_pipeline.store.write_cache import WriteCache
-
-AGENT_CHUNK = 1000  # agents per query of a multi-agent read (an IN list of that many quoted ids)
 
 
 class MemoryStore:
@@ -239,10 +237,9 @@ class MemoryStore:
             if not missing:
                 break
             rows: list[Memory] = []
-            for start in range(0, len(missing), 1000):
-                chunk = missing[start : start + 1000]
+            for where in where_in("id", missing):
                 # one trip through lancedb's event loop, not the synchronous query's five or six (one_trip.py)
-                read = one_trip.rows(shard.memories, f"id IN {in_list(chunk)}", columns=wanted)
+                read = one_trip.rows(shard.memories, where, columns=wanted)
                 rows.extend(one_trip.run(read).to_pylist())
             if rows:
                 out[shard.index] = rows
@@ -279,9 +276,9 @@ class MemoryStore:
         version: int | None = None,
     ) -> pa.Table:
         """All rows of every agent in ``agent_ids`` as one Arrow table: :meth:`scan` for a set of agents (a
-        sweep's one read), grouped by shard, in chunks of :data:`AGENT_CHUNK` agents (one query each). A
-        ``version`` is one shard's table version, so with one the agents must all be in one shard. No agent
-        means an empty table of the schema (or of ``columns``)."""
+        sweep's one read), grouped by shard, in chunks of :data:`engram_pipeline.store.sql.IN_CHUNK` agents (one
+        query each). A ``version`` is one shard's table version, so with one the agents must all be in one shard.
+        No agent means an empty table of the schema (or of ``columns``)."""
         groups = by_shard(agent_ids, self.shard_count)
         if version is not None and len(groups) > 1:
             raise InvalidInput(f"a scan as of a table version reads one shard; these agents are in {len(groups)}")
@@ -291,9 +288,8 @@ class MemoryStore:
             if version is not None:
                 table = self.db.open_table(self.shards[k].name("memories"))
                 table.checkout(version)
-            for start in range(0, len(agents), AGENT_CHUNK):
-                chunk = agents[start : start + AGENT_CHUNK]
-                q = table.search().where(f"agent_id IN {in_list(chunk)}" + (f" AND ({where})" if where else ""))
+            for cond in where_in("agent_id", agents):
+                q = table.search().where(cond + (f" AND ({where})" if where else ""))
                 if columns:
                     q = q.select(columns)
                 parts.append(q.limit(None).to_arrow())
@@ -367,11 +363,9 @@ class MemoryStore:
     def existing_hashes(self, hashes: Sequence[str]) -> set[str]:
         """Which of ``hashes`` (content hashes, any agent) some stored row has."""
         reads = [
-            one_trip.rows(
-                shard.memories, f"content_hash IN {in_list(hashes[start : start + 1000])}", columns=["content_hash"]
-            )
+            one_trip.rows(shard.memories, where, columns=["content_hash"])
             for shard in self.shards
-            for start in range(0, len(hashes), 1000)
+            for where in where_in("content_hash", hashes)
         ]
         found: set[str] = set()
         for rows in one_trip.run(one_trip.together(*reads)):  # every chunk of every shard in one trip
@@ -413,9 +407,8 @@ class MemoryStore:
         snapshot = self.db.open_table(self.shards[shard].name("memories"))
         snapshot.checkout(version)
         found: list[str] = []
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            rows = snapshot.search().where(f"id IN {in_list(chunk)}").select(["id"]).limit(None).to_arrow()
+        for where in where_in("id", ids):
+            rows = snapshot.search().where(where).select(["id"]).limit(None).to_arrow()
             found.extend(rows["id"].to_pylist())
         return found
 
@@ -534,9 +527,8 @@ class MemoryStore:
         mine = {r["content_hash"]: r for r in inserted}
         same: dict[str, list[Memory]] = {}
         hashes = list(mine)
-        for start in range(0, len(hashes), 1000):
-            chunk = hashes[start : start + 1000]
-            q = shard.memories.search().where(f"content_hash IN {in_list(chunk)}").select(["id", "content_hash"])
+        for where in where_in("content_hash", hashes):
+            q = shard.memories.search().where(where).select(["id", "content_hash"])
             for r in q.limit(None).to_arrow().to_pylist():
                 same.setdefault(r["content_hash"], []).append(r)
         lost: dict[str, int] = {}
@@ -650,11 +642,9 @@ class MemoryStore:
             audit = self.shard_for(agent_id).audit
             return audit.for_agent(agent_id, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
         parts = [
-            self.shards[k].audit.for_agent(
-                group[i : i + 1000], actions=actions, memory_ids=memory_ids, where=where, columns=columns
-            )
+            self.shards[k].audit.for_agent(part, actions=actions, memory_ids=memory_ids, where=where, columns=columns)
             for k, group in by_shard(agent_id, self.shard_count).items()
-            for i in range(0, len(group), 1000)
+            for part in chunked(group)
         ]
         if not parts:
             return AUDIT_SCHEMA.empty_table().select(list(columns or AUDIT_SCHEMA.names))

@@ -9,7 +9,7 @@ from typing import Any
 from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.sql import eq, lit, where_in
 
 LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
 
@@ -54,9 +54,8 @@ class Cursors:
         without one are left out."""
         out: dict[str, dict[str, Any]] = {}
         agents = list(agent_ids)
-        for start in range(0, len(agents), 1000):
-            keys = [f"{pass_name}/{a}" for a in agents[start : start + 1000]]
-            q = self.table.search().where(f"key IN {in_list(keys)}").select(["agent_id", "cursor"])
+        for where in where_in("key", [f"{pass_name}/{a}" for a in agents]):
+            q = self.table.search().where(where).select(["agent_id", "cursor"])
             for r in q.limit(None).to_arrow().to_pylist():
                 if r["cursor"]:
                     out[r["agent_id"]] = json.loads(r["cursor"])

@@ -11,7 +11,7 @@ import pyarrow as pa
 from engram_pipeline.model import LINK_SCHEMA, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.sql import eq, in_list, lit, where_in
 
 Link = dict[str, Any]  # a row of LINK_SCHEMA
 
@@ -66,8 +66,5 @@ class Links:
         if isinstance(agent_id, str):
             return self.table.search().where(eq("agent_id", agent_id)).limit(None).to_arrow()
         agents = sorted(set(agent_id))
-        parts = [
-            self.table.search().where(f"agent_id IN {in_list(agents[i : i + 1000])}").limit(None).to_arrow()
-            for i in range(0, len(agents), 1000)
-        ]
+        parts = [self.table.search().where(where).limit(None).to_arrow() for where in where_in("agent_id", agents)]
         return pa.concat_tables(parts) if parts else LINK_SCHEMA.empty_table()

@@ -12,7 +12,7 @@ import pyarrow as pa
 from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
-from engram_pipeline.store.sql import eq, in_list, lit
+from engram_pipeline.store.sql import eq, in_list, lit, where_in
 
 Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
 
@@ -75,12 +75,8 @@ class Plans:
         cond = eq("kind", kind) + ("" if status is None else f" AND {eq('status', status)}")
         rows = [
             r
-            for i in range(0, len(agents), 1000)
-            for r in self.table.search()
-            .where(f"agent_id IN {in_list(agents[i : i + 1000])} AND {cond}")
-            .limit(None)
-            .to_arrow()
-            .to_pylist()
+            for where in where_in("agent_id", agents)
+            for r in self.table.search().where(f"{where} AND {cond}").limit(None).to_arrow().to_pylist()
         ]
         out: dict[str, list[Plan]] = {}
         for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"])):

@@ -8,11 +8,17 @@ memory ids are user input. A string literal doubles its single quotes; nothing e
 "'o''brien'"
 >>> in_list(["a", "b'"])
 "('a', 'b''')"
+
+A long list of values is read in several queries of at most :data:`IN_CHUNK` values each (:func:`where_in`).
+
+>>> where_in("id", ["a", "b", "c"], chunk=2)
+["id IN ('a', 'b')", "id IN ('c')"]
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from engram_pipeline.store.errors import InvalidInput
 
@@ -35,6 +41,22 @@ def in_list(values: Iterable[str]) -> str:
     if not items:
         raise ValueError("an IN list needs at least one value")
     return "(" + ", ".join(items) + ")"
+
+
+IN_CHUNK = 1000
+"""The most values one ``IN (...)`` list of a read holds (a filter of 1,000 quoted ids stays short to parse)."""
+
+T = TypeVar("T")
+
+
+def chunked(values: Sequence[T], chunk: int = IN_CHUNK) -> list[Sequence[T]]:
+    """``values`` in consecutive slices of at most ``chunk`` (none for no values)."""
+    return [values[i : i + chunk] for i in range(0, len(values), chunk)]
+
+
+def where_in(column: str, values: Sequence[str], *, chunk: int = IN_CHUNK) -> list[str]:
+    """``column IN (...)`` conditions that together cover ``values``, one per query (none for no values)."""
+    return [f"{column} IN {in_list(part)}" for part in chunked(values, chunk)]
 
 
 def eq(column: str, value: str | int | float | bool) -> str:

@@ -71,7 +71,7 @@ import pyarrow.compute as pc
 
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT
-from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.sql import eq, in_list, where_in
 from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
@@ -608,9 +608,8 @@ async def _refresh(store: MemoryStore, table: Any, stale: Sequence[AgentView], v
         have = view.versions()
         view.remove([i for i in have if i not in now])
         changed += [i for i, v in now.items() if have.get(i) != v]
-    for start in range(0, len(changed), 1000):
-        chunk = changed[start : start + 1000]
-        found = await one_trip.rows(table, f"id IN {in_list(chunk)}", columns=[*COLUMNS, "vector"])
+    for where in where_in("id", changed):
+        found = await one_trip.rows(table, where, columns=[*COLUMNS, "vector"])
         _add_table(by_agent, found)
     for view in stale:
         view.at = version

@@ -40,7 +40,7 @@ from engram_pipeline.store.errors import MemoryNotFound, StoreError, VersionConf
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.self_compaction import after_commit
-from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.sql import eq, where_in
 from engram_pipeline.store.write_cache import CHECKED, AgentView
 from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
@@ -299,8 +299,7 @@ async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]
     reads = []
     for k, group in store._group(rows).items():
         hashes = list(dict.fromkeys(r["content_hash"] for r in group))
-        for start in range(0, len(hashes), 1000):
-            where = f"content_hash IN {in_list(hashes[start : start + 1000])}"
+        for where in where_in("content_hash", hashes):
             reads.append(one_trip.rows(store.shards[k].memories, where, columns=["id", "content_hash"]))
     return [hit for table in await one_trip.together(*reads) for hit in table.to_pylist()]
 
@@ -558,10 +557,10 @@ def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get:
     used to run was several trips, each a hand-off between threads that the writers waiting on a batch make
     slower: 15 ms per batch under 16 writers); ``as_get`` counts the reads logged but not yet folded, as
     :meth:`MemoryStore.get` does."""
-    chunks = [(k, group[i : i + 1000]) for k, group in ids.items() for i in range(0, len(group), 1000)]
+    chunks = [(k, where) for k, group in ids.items() for where in where_in("id", group)]
     if not chunks:
         return []
-    reads = [one_trip.rows(store.shards[k].memories, f"id IN {in_list(chunk)}") for k, chunk in chunks]
+    reads = [one_trip.rows(store.shards[k].memories, where) for k, where in chunks]
     out: list[Memory] = []
     for (k, chunk), table in zip(chunks, one_trip.run(one_trip.together(*reads)), strict=True):
         if as_get:

@@ -3,9 +3,9 @@
 On a local directory Lance finds a table's latest version by listing its ``_versions`` directory, and the
 store's strong consistency makes every LanceDB call on the table do that first: a version read is one listing,
 a ``table.add`` four (``strace``: 2 and 8 ``getdents64`` calls). A listing grows with the versions kept, so
-the write path's cost grew with the writes since the last clean-up (single writes at 1k rows: 7.0 ms p50 with
-1,100 versions, 27.7 ms with 8,900). Here each shard keeps a Lance dataset at the version this process last
-knew to be the latest:
+the write path's cost grew with the writes since the last clean-up (measured in ``docs/scale.md``, "How the
+write path was measured"). Here each shard keeps a Lance dataset at the version this process last knew to be
+the latest:
 
 - :meth:`Appends.latest` looks for the manifest of the version after it, and the one after that while they
   exist (one ``stat`` each on a local directory; Lance names version ``v``'s manifest
@@ -18,12 +18,10 @@ knew to be the latest:
   held back, and records the commits it made that change no row (a compaction's rewrite, an index step), once
   it has checked that the table moved by exactly those commits (their transactions read back): the write
   cache's views then pass over those versions without reading anything, and an append whose check read the
-  version before them needs no second look for a racing insert. Those were the slowest single writes at 100k
-  rows: after each compaction, a catch-up of the views (10-23 ms) and the race check (7-25 ms).
+  version before them needs no second look for a racing insert (after each compaction those two reads were
+  the slowest single writes at 100k rows).
 
 A table the dataset cannot be opened for (``memory://``) reads and appends through LanceDB as before.
-With 2,400 versions, a one-row append took 6.0 ms p50 this way against 23.5 ms through ``table.add``, and the
-version 1 stat against a 9.5 ms listing (a throwaway script on a 1k-row store).
 """
 
 from __future__ import annotations

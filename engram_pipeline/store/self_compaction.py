@@ -9,34 +9,32 @@ of a write grows with the number of writes since the last maintenance run. After
 
 A compaction merges the small fragments and indexes their rows as one new delta segment of each index, through
 ``lance`` (lancedb 0.40 offers both only as one whole-table ``optimize``, which merges the new rows into each
-BTree's last segment and so rewrites it: a cost that grew with the table, 126-182 ms at 100k rows against 44-63
-at 10k for 32 new rows). Its cost is the rows written since the last one. The scalar indexes' segments are merged
+BTree's last segment and so rewrites it: a cost that grew with the table). Its cost is the rows written since
+the last one. The scalar indexes' segments are merged
 (a rewrite) once one has :data:`MERGE_SCALAR_SEGMENTS`, every few hundred writes.
 
 **Its commits meet no append of this process.** A lance step commits at its end and, when another commit took
 the version it meant to write, rebases and tries again. Under a steady stream of single writes it could lose
-that race time after time: in traces of 300 writes (at 100k rows in 2026-12-03, about one run in five; at 1k
-rows in most runs once the appends stopped listing the table, :mod:`.appends`), one ``optimize_indices`` or
-``compact_files`` retried its commit for 0.6-2.6 s with its threads nearly idle, while the fragments piled up
-(113-311 after the 300 writes). So the merge writes its new data files first (lance's ``Compaction.plan`` and
-each task's ``execute``) and commits them with the shard's appends held back
+that race time after time, retrying its commit for seconds while the fragments piled up (traces in
+``docs/scale.md``, "How the write path was measured"). So the merge writes its new data files first (lance's
+``Compaction.plan`` and each task's ``execute``) and commits them with the shard's appends held back
 (:meth:`.appends.Appends.held_back`); the index steps, which lance offers in one call only, run with them held
-back too. A write arriving meanwhile waits for that step: 10-60 ms for an index delta and 50-80 for a merge of
-scalar segments at 1k rows. Commits of other processes can still take a step's version; the step then rebases,
-as before. (The gate this replaces let a step that ran past 0.5 s hold the appends for up to 1 s each.)
+back too. A write arriving meanwhile waits for that step. Commits of other processes can still take a step's
+version; the step then rebases, as before. (The gate this replaces let a step that ran past 0.5 s hold the
+appends for up to 1 s each.)
 
 **Versions.** Every commit also adds a version, and each read lists them (:mod:`.versions`): every
 :data:`~.versions.CLEAN_EVERY` write-path commits the same background thread cleans up the old versions of
 ``memories`` (:func:`~.versions.clean_old_versions`).
 
 A search visits every segment of the vector index; past :data:`MAX_SEGMENTS` the compaction rebuilds the index
-as one, in the same background thread (not holding the appends back: about 30 s at 100k rows on 2 cores). That
+as one, in the same background thread (not holding the appends back). That
 bound is looser than maintenance's (:data:`~engram_pipeline.store.maintenance.MAX_VECTOR_SEGMENTS`), so a
 rebuild comes every thousand-odd writes, not every few hundred.
 
 **At exit** the interpreter waits for the running compactions (at most :data:`EXIT_WAIT_S`): a daemon thread
-still inside lance when Python finalises aborted the process (``FATAL: exception not rethrown``, exit status
-134) in 2 of 3 runs of a script that ended with one running.
+still inside lance when Python finalises aborts the process (``FATAL: exception not rethrown``, exit status
+134).
 """
 
 from __future__ import annotations
@@ -66,8 +64,8 @@ CHECK_EVERY = 8  # write-path commits between two reads of the fragment count
 MAX_SEGMENTS = 32  # rebuild the vector index once it has this many segments
 # Merge the scalar indexes' delta segments once one has this many (each compaction adds one per index)
 MERGE_SCALAR_SEGMENTS = 8
-# Index the rows written since the last index step once there are this many: a held-back index step took 19-52 ms
-# at 100k rows, and each one is a write that waits that long (below it the rows are scanned: about 1,000 rows)
+# Index the rows written since the last index step once there are this many: each held-back index step is a
+# write that waits for it (below it the rows are scanned: about 1,000 rows; docs/scale.md has the figures)
 INDEX_ROWS = 1024
 EXIT_WAIT_S = 300.0  # at interpreter exit, how long the running compactions are waited for, in all
 

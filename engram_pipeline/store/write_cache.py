@@ -2,8 +2,8 @@
 
 A ``remember`` checks its row against the agent's stored rows before it commits: the exact-duplicate lookup
 (every row of the agent, hidden ones too) and the nearest visible neighbours. As LanceDB queries those two
-reads were the larger part of a single write (11.4 of 19.6 ms p50 at 1k rows on a quiet machine,
-``bench/profile_remember.py``), and the neighbour search grows with the unindexed rows. Here each agent the
+reads were the larger part of a single write, and the neighbour search grows with the unindexed rows (the
+measurements behind this module: ``docs/scale.md``, "How the write path was measured"). Here each agent the
 write path touched is kept as what those reads need: per row its :data:`COLUMNS`, its unit vector and
 whether it is visible, with a map from content hash to rows.
 
@@ -23,29 +23,21 @@ a collapse in this process) moves the version, and the view is brought up to dat
   row's created and last-changed version, through compaction too, so one query reads the agents' rows
   created or changed since the oldest label, and one index-backed count of their rows tells whether any
   were deleted (a deletion leaves no changed row behind). The query reads only the fragments that may hold
-  such rows (:class:`ChangedFragments`: those new or changed since a fragment list the cache kept), where
-  it used to scan the version columns of every fragment. The other views written in the last
-  :data:`IDLE_S` come along in the same query (up to :data:`CATCH_UP_WITH`), so a compaction's commit costs
-  one catch-up, not one per agent. The query and the count run at once; where the agents hold most of the
-  table the query filters on the versions alone (:func:`_catch_up`). At 100k rows with 10 agents of 10k a
-  catch-up took 15.7 ms median against 29.0 for the count and then the agents' query
-  (a throwaway A/B of the two functions, 30 catch-ups each, alternated, on a 2-core machine whose CPU was
-  23% stolen). Reading the changed fragments only, a catch-up after each write of a second store on the
-  same table (100k rows, 10 agents) took 17.4-19.3 ms median against 25.2-25.4 over the whole table
-  (200 writes per run, 3 and 2 runs alternated; a throwaway script). On a quiet machine the count and the
-  query of 2 changed fragments take 5.4-6.2 ms together, so the rest is contention: during a background
-  compaction both reads take 12-35 ms whichever fragments they read;
+  such rows (:class:`ChangedFragments`: those new or changed since a fragment list the cache kept), not the
+  version columns of every fragment. The other views written in the last :data:`IDLE_S` come along in the
+  same query (up to :data:`CATCH_UP_WITH`), so a compaction's commit costs one catch-up, not one per agent.
+  The query and the count run at once; where the agents hold most of the table the query filters on the
+  versions alone (:func:`_catch_up`);
 - **re-read** (:func:`_refresh`), in a table made before, or for an agent whose rows were deleted: one read
   of the agent's ``(id, version)``, then the rows that are new or whose version moved (every change to a
   row's content, vector or status is a compare-and-set that moves its version; the access-log fold's
-  counters leave the checked columns alone). It grows with the agent: 8-12 ms at 10k rows.
+  counters leave the checked columns alone). It grows with the agent.
 
 **Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
 agents go first); an agent larger than half of that is not kept, and its writes read the table as before;
 0 turns the cache off. In a table made before stable row ids an agent past :data:`MAX_AGENT_ROWS` is not
 kept either: the store's own background compaction makes two or three commits every 32 or so writes, and
-each re-read cost more than the indexed search (10 agents of 10k rows: views re-read on 95 of 200 writes,
-p50 1.2-1.3x the table's reads, ``bench/profile_remember.py --rows 100000``).
+there each re-read cost more than the indexed search.
 
 The view's search is exact cosine over the agent's visible rows (the table's search goes through the
 approximate vector index once one is built, so the cache finds at least as close neighbours).
@@ -248,7 +240,7 @@ class ChangedFragments:
     fragment whose data files, deletion file and rows' version records are as they were at version ``s``
     holds no row created or changed after ``s``, and the others (new ones, and those whose deletion file
     moved) are a superset of where such rows are. Fragment ids are never reused. The fragment lists of the
-    last :data:`SNAPSHOTS` versions the cache read at are kept (about 0.6 ms to take, for 33 fragments);
+    last :data:`SNAPSHOTS` versions the cache read at are kept (cheap to take: docs/scale.md);
     a catch-up from ``since`` diffs against the latest one at or before ``since``. With none, the catch-up
     reads the whole table and takes one."""
 
@@ -531,15 +523,12 @@ async def _catch_up(
     count short at the next catch-up from the views' version.
 
     Where the agents hold at least :data:`BROAD` of the table, their filter picks nearly every row through
-    the ``agent_id`` index before checking each one's versions, which cost 20 ms at 100k rows (10 agents of
-    10k) against 5-10 ms for the versions alone: then the query filters on the versions only, and the few
-    rows of other agents it brings are dropped here.
+    the ``agent_id`` index before checking each one's versions, which costs more than the versions alone:
+    then the query filters on the versions only, and the few rows of other agents it brings are dropped here.
 
     With ``changed`` (the dataset at ``version`` and its fragments that may hold such rows, from
     :class:`ChangedFragments`), both reads are of that dataset, and the query reads those fragments only.
-    The query's cost was the table's fragments more than its rows (a scan opens each fragment's file):
-    7-8 ms for the 32 small fragments of a 100k table (a compaction leaves some), 8.2 ms for all 33 of them,
-    about 3 ms for the 3 fragments a compaction and two appends leave changed."""
+    The query's cost is the table's fragments more than its rows (a scan opens each fragment's file)."""
     by_agent = {v.agent_id: v for v in stale}
     agents = f"agent_id IN {in_list(list(by_agent))}"
     since = min(v.at for v in stale)

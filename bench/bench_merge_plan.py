@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_neighbour_graph import synthetic  # noqa: E402
+from results import Results  # noqa: E402
 
 from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus  # noqa: E402
 from engram_pipeline.lifecycle.graph import agent_graph  # noqa: E402
@@ -122,6 +123,21 @@ def main() -> None:
         print(f"graph: {graph.num_rows} pairs, {w1 - w0:.1f}s wall, {c1 - c0:.1f} CPU-s")
         print(f"plan ({judge}): {report.clusters} clusters, {report.merged} members")
         print(f"  plan given the graph {w2 - w1:.1f}s wall, {c2 - c1:.1f} CPU-s; with the graph {c2 - c0:.1f} CPU-s")
+        results = Results("merge_plan", args)
+        results.add(
+            "plan",
+            rows=args.n,
+            judge=judge,
+            graph_pairs=graph.num_rows,
+            graph_wall_s=round(w1 - w0, 2),
+            graph_cpu_s=round(c1 - c0, 2),
+            clusters=report.clusters,
+            members=report.merged,
+            plan_wall_s=round(w2 - w1, 2),
+            plan_cpu_s=round(c2 - c1, 2),
+            cpu_s_with_graph=round(c2 - c0, 2),
+        )
+        results.save()
 
 
 if __name__ == "__main__":

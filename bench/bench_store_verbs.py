@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import Results  # bench/results.py
+
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
@@ -86,19 +88,18 @@ def main() -> None:
             times["remember"].append(_time(lambda t, s=store: s.remember("agent-0", t), texts))
             times["recall"].append(_time(lambda t, s=store: s.recall("agent-1", t, k=10), texts))
         median = {k: statistics.median(v) for k, v in times.items()}
-        print(
-            json.dumps(
-                {
-                    "rows": args.rows,
-                    "calls": args.calls,
-                    "repeats": args.repeats,
-                    "median_s": {k: round(v, 3) for k, v in median.items()},
-                    "per_call_ms": {k: round(1000 * v / args.calls, 2) for k, v in median.items()},
-                    "ratio_to_search": {k: round(v / median["search"], 2) for k, v in median.items() if k != "search"},
-                },
-                indent=2,
-            )
-        )
+        figures = {
+            "rows": args.rows,
+            "calls": args.calls,
+            "repeats": args.repeats,
+            "median_s": {k: round(v, 3) for k, v in median.items()},
+            "per_call_ms": {k: round(1000 * v / args.calls, 2) for k, v in median.items()},
+            "ratio_to_search": {k: round(v / median["search"], 2) for k, v in median.items() if k != "search"},
+        }
+        print(json.dumps(figures, indent=2))
+        results = Results("store_verbs", args)
+        results.add("verbs", **figures)
+        results.save()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

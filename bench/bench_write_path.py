@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_store import open_store, texts  # noqa: E402
+from results import Results  # noqa: E402
 
 import engram_pipeline  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
@@ -90,7 +91,7 @@ def bare_commits(store: MemoryStore, n: int) -> list[float]:
     return out
 
 
-def bench_single(root: Path, small: int, large: int, n: int) -> None:
+def bench_single(results: Results, root: Path, small: int, large: int, n: int) -> None:
     p50 = {}
     print(f"\nsingle remember, one client, hashing, {n} writes (ms); floor: a bare one-row table.add, same dir")
     print("  (after one first write per agent, which reads its rows into the write cache: 'first' p50 / max;")
@@ -116,6 +117,19 @@ def bench_single(root: Path, small: int, large: int, n: int) -> None:
         line = f"{size:<16} {p50[size]:>8.1f} {ms(calls, 99):>8.1f} {fragments(store):>16}"
         line += f" {ms(floor, 50):>10.1f} {ms(floor, 99):>10.1f} {ms(first, 50):>10.1f} {ms(first, 100):>10.1f}"
         print(f"{line} {loads:>6} {refreshes:>10} {rereads:>8}", flush=True)
+        results.add(
+            "single",
+            rows=size,
+            writes=n,
+            p50_ms=ms(calls, 50),
+            p99_ms=ms(calls, 99),
+            floor_p50_ms=ms(floor, 50),
+            first_p50_ms=ms(first, 50),
+            fragments_after=fragments(store),
+            loads=loads,
+            refreshes=refreshes,
+            rereads=rereads,
+        )
     print(f"p50 at {large} / p50 at {small}: {p50[large] / p50[small]:.2f}x (target <= 1.5x)")
 
 
@@ -184,7 +198,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_http(root: Path, clients: int, writes: int) -> None:
+def bench_http(results: Results, root: Path, clients: int, writes: int) -> None:
     uri = str(root / "http")
     open_store(root, "http", "hashing").remember("bench", "an earlier memory so the table exists")
     port = free_port()
@@ -225,9 +239,20 @@ def bench_http(root: Path, clients: int, writes: int) -> None:
     print(f"1 client: {one:.0f}/s; {clients} clients: {many:.0f}/s ({many / one:.1f}x; target >= 500/s)")
     print(f"  CPU per remember, {clients} clients: server {served * 1000:.2f} ms, clients {client_cpu * 1000:.2f} ms")
     print(f"lost acknowledged writes: {lost}; duplicate rows: {dupes}; errors or split ids: {errors}")
+    results.add(
+        "http",
+        clients=clients,
+        writes_per_client=writes,
+        one_client_per_s=one,
+        clients_per_s=many,
+        server_cpu_ms=served * 1000,
+        lost=lost,
+        duplicate_rows=dupes,
+        errors=errors,
+    )
 
 
-def bench_minilm(root: Path, single: int, rows: int) -> None:
+def bench_minilm(results: Results, root: Path, single: int, rows: int) -> None:
     try:
         store = open_store(root, "minilm", "minilm")
         store.embed(["warm up"])
@@ -272,9 +297,19 @@ def bench_minilm(root: Path, single: int, rows: int) -> None:
     # more than the 10 ms asked about when torch shares busy cores; this difference does not carry that noise.
     print(f"minilm: remember less its own embedding, per call: p50 {ms(rest, 50):.1f} ms, p99 {ms(rest, 99):.1f}")
     print(f"minilm bulk import {imported:.0f} rows/s vs raw batch embedding {raw:.0f}/s: {imported / raw:.0%}")
+    results.add(
+        "minilm",
+        judge=judge,
+        embed_p50_ms=ms(embeds, 50),
+        remember_p50_ms=ms(calls, 50),
+        after_embedding_p50_ms=ms(rest, 50),
+        after_embedding_p99_ms=ms(rest, 99),
+        import_rows_per_s=imported,
+        raw_embedding_rows_per_s=raw,
+    )
 
 
-def bench_bulk(root: Path, rows: int) -> None:
+def bench_bulk(results: Results, root: Path, rows: int) -> None:
     store = open_store(root, "bulk", "hashing")
     contents = texts(rows, 31)
     t = time.perf_counter()
@@ -296,9 +331,17 @@ def bench_bulk(root: Path, rows: int) -> None:
         end="",
     )
     print(f"{exact_rate:.0f} rows/s (checked {imported / exact_rate:.0%} of it)")
+    results.add(
+        "bulk",
+        rows=rows,
+        checked_rows_per_s=imported,
+        exact_rows_per_s=exact_rate,
+        raw_embedding_rows_per_s=raw,
+        contradictions=report.contradictions,
+    )
 
 
-def bench_fragments(root: Path, writes: int, queries: int) -> None:
+def bench_fragments(results: Results, root: Path, writes: int, queries: int) -> None:
     store = open_store(root, "fragments", "hashing")
     fill(store, 1000, seed=41)
     t = time.perf_counter()
@@ -320,9 +363,17 @@ def bench_fragments(root: Path, writes: int, queries: int) -> None:
     print(f"\n{writes} single writes in {took:.0f} s ({writes / took:.0f}/s): {before} fragments in memories")
     print(f"recall p50 then {after_writes:.1f} ms vs freshly compacted {compacted:.1f} ms ", end="")
     print(f"({after_writes / compacted:.2f}x)")
+    results.add(
+        "fragments",
+        writes=writes,
+        writes_per_s=writes / took,
+        fragments=before,
+        recall_p50_ms=after_writes,
+        recall_p50_compacted_ms=compacted,
+    )
 
 
-def bench_shared(root: Path, rows: int, n: int) -> None:
+def bench_shared(results: Results, root: Path, rows: int, n: int) -> None:
     """Single writes while a second store on the same table (what a second server process sees) commits
     between every two of them: each write's checks must first bring the write cache's views up to date."""
     store = open_store(root, "shared", "hashing")
@@ -344,6 +395,16 @@ def bench_shared(root: Path, rows: int, n: int) -> None:
     print(f"  p50 {ms(shared, 50):.1f}, p99 {ms(shared, 99):.1f}; alone, just before: ", end="")
     print(f"p50 {ms(alone, 50):.1f}, p99 {ms(alone, 99):.1f} ({ms(shared, 50) / ms(alone, 50):.2f}x p50)")
     print(f"  views brought up to date: {refreshes}, of them re-read whole: {rereads}")
+    results.add(
+        "shared",
+        rows=rows,
+        writes=n,
+        p50_ms=ms(shared, 50),
+        p99_ms=ms(shared, 99),
+        alone_p50_ms=ms(alone, 50),
+        refreshes=refreshes,
+        rereads=rereads,
+    )
 
 
 def main() -> None:
@@ -365,20 +426,22 @@ def main() -> None:
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     print(f"cores: {os.cpu_count()}; args: {json.dumps(vars(args))}", flush=True)
     want = set(args.only or ("single", "shared", "http", "minilm", "bulk", "fragments"))
+    results = Results("write_path", args)
     try:
         if "single" in want:
-            bench_single(root, args.small, args.large, args.single)
+            bench_single(results, root, args.small, args.large, args.single)
         if "shared" in want:
-            bench_shared(root, args.large, args.shared_writes)
+            bench_shared(results, root, args.large, args.shared_writes)
         if "http" in want:
-            bench_http(root, args.clients, args.http_writes)
+            bench_http(results, root, args.clients, args.http_writes)
         if "bulk" in want:
-            bench_bulk(root, args.bulk_rows)
+            bench_bulk(results, root, args.bulk_rows)
         if "minilm" in want:
-            bench_minilm(root, args.minilm_single, args.minilm_rows)
+            bench_minilm(results, root, args.minilm_single, args.minilm_rows)
         if "fragments" in want:
-            bench_fragments(root, args.fragment_writes, args.queries)
+            bench_fragments(results, root, args.fragment_writes, args.queries)
     finally:
+        results.save()  # the sections that ran, also when a later one failed
         shutil.rmtree(root, ignore_errors=True)
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 

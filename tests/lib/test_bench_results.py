@@ -1,0 +1,42 @@
+"""bench/results.py: a benchmark's figures land as one JSON line per run, with the commit and the arguments, and
+the last runs print back."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import Results  # noqa: E402
+
+
+def test_each_run_is_one_line_with_its_commit_arguments_and_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGRAM_BENCH_RESULTS", str(tmp_path))
+    assert Results("demo").save() is None, "a run that recorded nothing writes nothing"
+    for p50 in (5.123456, 6.0):
+        run = Results("demo", argparse.Namespace(rows=1000))
+        run.add("single", rows=1000, p50_ms=p50)
+        run.add("single", rows=100000, p50_ms=p50 * 2)
+        run.save()
+    lines = [json.loads(x) for x in (tmp_path / "demo.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 2
+    first = lines[0]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert first["commit"] == head.stdout.strip() and first["args"] == {"rows": 1000}
+    assert first["figures"]["single"] == [{"rows": 1000, "p50_ms": 5.1235}, {"rows": 100000, "p50_ms": 10.2469}]
+    shown = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "results.py"), "demo", "--last", "1"],
+        capture_output=True,
+        text=True,
+        env={"ENGRAM_BENCH_RESULTS": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert shown.returncode == 0 and json.loads(shown.stdout)["figures"]["single"][0]["p50_ms"] == 6.0

@@ -26,9 +26,10 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
-# The edit loop's lane: every test but the slow, browser and cluster ones (markers in pyproject.toml).
+# The edit loop's lane: every test but the slow, browser and cluster ones (markers in pyproject.toml), one
+# worker process per core (pytest-xdist).
 test-fast: install
-	$(PY) -m pytest -q -m "not slow and not browser and not distributed"
+	$(PY) -m pytest -q -n auto -m "not slow and not browser and not distributed"
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_store import texts  # noqa: E402
+from results import Results  # noqa: E402
 
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import run_pipeline  # noqa: E402
@@ -229,6 +230,22 @@ def main() -> int:
             + ("" if sampled == agents_n else f"  (reference: {sampled} sampled agents on a fresh copy, a lower bound)")
         )
     print(f"one-agent reference: {per_memory_one * 1e6:.0f} us per memory")
+    recorded = Results("many_agents", args)
+    recorded.add("one_agent", us_per_memory=per_memory_one * 1e6)
+    for agents_n, rows, workers, wall, swept_commits, median, ref_commits, sampled in results:
+        recorded.add(
+            "sweeps",
+            agents=agents_n,
+            rows=rows,
+            workers=workers,
+            sweep_s=wall,
+            ms_per_agent=wall / agents_n * 1000,
+            commits_per_agent=swept_commits / agents_n,
+            reference_ms_per_agent=median * 1000,
+            reference_commits_per_agent=ref_commits,
+            reference_sampled_agents=sampled,
+        )
+    recorded.save()
     for agents_n, rows, workers, wall, *_ in results[-len(args.workers) :]:
         goal = wall / agents_n * GOAL_AGENTS
         shown = "measured" if agents_n == GOAL_AGENTS else f"extrapolated per agent from {agents_n:,}"

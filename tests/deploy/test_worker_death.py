@@ -104,8 +104,8 @@ def test_a_killed_worker_fails_its_run_which_is_retried_and_ends_as_an_uninterru
         )  # fmt: skip
         worker_pids = {name: int(pidfiles[name].read_text()) for name in WORKERS}
         try:
-            # Launched as a schedule launches it (one run, not a job backfill): Dagster does not retry a run whose
-            # job backfill is over, and a job backfill is over once its runs are submitted (docs/operate.md).
+            # Launched as a schedule launches it (one run, not a job backfill): a job backfill whose only run
+            # failed ends without waiting for the retry, which is then refused (docs/operate.md).
             launched = subprocess.run(
                 [str(BIN / "dagster"), "job", "launch", "-j", JOB, *workspace, "--tags", '{"dagster/partition": "0"}'],
                 env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,

@@ -107,3 +107,13 @@ def test_the_image_installs_what_the_roles_run() -> None:
     assert extras <= declared and {"dagster", "api", "minilm", "deploy"} <= extras
     assert "cp deploy/dagster.yaml" in dockerfile and "PYTHONPATH=/app" in dockerfile  # the launcher's module
     assert "COPY deploy" in dockerfile
+
+
+def test_a_stopping_worker_signals_celery_itself() -> None:
+    """The worker's main process (the dagster-celery CLI) does not pass SIGTERM to its `celery` child: the
+    preStop hook signals the pidfile celery writes, and waits."""
+    (container,) = by_kind("Deployment")["engram-worker"]["spec"]["template"]["spec"]["containers"]
+    (pidfile,) = [w.split("=", 1)[1] for w in container["command"] if w.startswith("--pidfile=")]
+    hook = " ".join(container["lifecycle"]["preStop"]["exec"]["command"])
+    assert f"cat {pidfile}" in hook and "kill -TERM" in hook and "kill -0" in hook, hook
+    assert container["command"].index(f"--pidfile={pidfile}") > container["command"].index("--")  # celery's flag

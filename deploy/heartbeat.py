@@ -18,6 +18,7 @@ clocks do not matter. A worker that hangs without dying keeps beating: ``max_run
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -38,6 +39,13 @@ BEAT_S = 5.0  # how often a busy worker beats; the launcher's timeout is a multi
 KEPT_S = 86_400  # a key outlives its worker by this much at most (a dead worker cannot delete it)
 RUN_TASKS = (TASK_EXECUTE_JOB_NAME, TASK_RESUME_JOB_NAME)
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def client_for(url: str) -> redis.Redis:
+    """One client (and connection pool) per Redis URL in this process: the daemon checks every started run on each
+    poll, and a worker beats every few seconds."""
+    return redis.Redis.from_url(url)
 
 
 def heartbeat_key(task_id: str) -> str:
@@ -65,7 +73,7 @@ _beating: dict[str, threading.Event] = {}
 
 
 def _beat_until(stop: threading.Event, url: str, task_id: str) -> None:
-    client = redis.Redis.from_url(url)
+    client = client_for(url)
     while not stop.wait(BEAT_S):
         try:
             beat(client, task_id)
@@ -78,7 +86,7 @@ def _start_beating(task_id: str, task: Any, **_: Any) -> None:
     if task.name not in RUN_TASKS:
         return
     url = str(task.app.conf.result_backend)
-    beat(redis.Redis.from_url(url), task_id)  # before the run's first step: the launcher never sees a gap
+    beat(client_for(url), task_id)  # before the run's first step: the launcher never sees a gap
     stop = threading.Event()
     _beating[task_id] = stop
     threading.Thread(target=_beat_until, args=(stop, url, task_id), name=f"heartbeat-{task_id}", daemon=True).start()
@@ -90,7 +98,7 @@ def _stop_beating(task_id: str, task: Any, **_: Any) -> None:
     if stop is None:
         return
     stop.set()
-    redis.Redis.from_url(str(task.app.conf.result_backend)).delete(heartbeat_key(task_id))
+    client_for(str(task.app.conf.result_backend)).delete(heartbeat_key(task_id))
 
 
 # -- the daemon side --------------------------------------------------------------------------------------------
@@ -123,8 +131,7 @@ class HeartbeatCeleryRunLauncher(CeleryRunLauncher):
         health = super().check_run_worker_health(run)
         if health.status != WorkerStatus.RUNNING:
             return health
-        client = redis.Redis.from_url(str(self.backend))
-        age = heartbeat_age(client, run.tags[DAGSTER_CELERY_TASK_ID_TAG])
+        age = heartbeat_age(client_for(str(self.backend)), run.tags[DAGSTER_CELERY_TASK_ID_TAG])
         if age is None:
             record = self._instance.get_run_record_by_id(run.run_id)
             started = record.start_time if record and record.start_time else None

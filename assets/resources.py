@@ -1,8 +1,11 @@
 """Resources: the memory store, bound from the environment here and nowhere else.
 
 ``EngramStore`` opens :class:`~engram_pipeline.store.MemoryStore` once per process and hands it to every asset
-of the run. Its ``uri`` and ``embedder`` override ``ENGRAM_DB_URI`` and ``ENGRAM_EMBEDDER``; every other knob
-(thresholds, intervals, ...) comes from :class:`~engram_pipeline.settings.Settings` read from the environment.
+of the run, and to every later run of the same process with the same URI and settings (:func:`shared_store`):
+opening a store reads every shard's tables (about 1.5 s per shard on S3 in the trial of issue 38) and builds
+the embedder, and a Celery worker builds the resources afresh for each run it executes. Its ``uri`` and
+``embedder`` override ``ENGRAM_DB_URI`` and ``ENGRAM_EMBEDDER``; every other knob (thresholds, intervals, ...)
+comes from :class:`~engram_pipeline.settings.Settings` read from the environment.
 Tests bind ``EngramStore(uri=str(tmp_path / "store"), embedder="hashing")``.
 
 Each process reads its own environment: :func:`engram_resources` binds the two fields with Dagster's ``EnvVar``
@@ -21,6 +24,8 @@ works on pairs older than its run, and a backfill of any single asset works.
 from __future__ import annotations
 
 import pickle
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,10 +51,43 @@ class EngramStore(ConfigurableResource):
         return settings.replace(embedder=self.embedder) if self.embedder else settings
 
     def open(self) -> MemoryStore:
-        """The store, opened on first use and kept for the life of this process."""
+        """The store, opened on first use and kept for the life of this process (:func:`shared_store`)."""
         if self._store is None:
-            self._store = MemoryStore.open(self.uri or None, settings=self.settings())
+            self._store = shared_store(self.uri, self.settings())
         return self._store
+
+
+# The stores this process opened, by (uri, settings), the most recently used last. A worker uses one; the bound
+# keeps a process that runs many stores (a test session) from holding every one open.
+_SHARED: OrderedDict[tuple[str, Settings, frozenset[str]], MemoryStore] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+SHARED_STORES = 4
+
+
+def shared_store(uri: str, settings: Settings) -> MemoryStore:
+    """The store at ``uri`` (empty: the settings' URI) opened with ``settings``, opened once per process.
+
+    A store opened earlier is checked before it is handed out again (:meth:`MemoryStore.check_layout`, one read
+    of ``meta``): after a re-shard, or with the store gone, it is dropped and opened afresh, which raises what
+    an open raises (the new shard count against ``ENGRAM_SHARDS``, a migration under way). Reads are strongly
+    consistent, so a kept store sees every other process's commits.
+    """
+    key = (uri or settings.resolved_db_uri, settings, settings.explicit)
+    with _SHARED_LOCK:
+        store = _SHARED.get(key)
+        if store is not None:
+            try:
+                store.check_layout()
+            except Exception:  # noqa: BLE001 - whatever it is, a fresh open says it properly
+                store = None
+                del _SHARED[key]
+        if store is None:
+            store = MemoryStore.open(uri or None, settings=settings)
+            _SHARED[key] = store
+            while len(_SHARED) > SHARED_STORES:
+                _SHARED.popitem(last=False)
+        _SHARED.move_to_end(key)
+        return store
 
 
 class RunScopedIOManager(ConfigurableIOManager):

@@ -139,6 +139,7 @@ class Cluster:
             "ENGRAM_PG_PASSWORD": "",  # trust authentication on loopback
             "ENGRAM_PG_DB": PG_DB,
             "ENGRAM_MAX_CONCURRENT_RUNS": "2",
+            "ENGRAM_HEARTBEAT_TIMEOUT_S": "60",
             "ENGRAM_CELERY_BROKER": self.redis_url,
             "ENGRAM_CELERY_BACKEND": self.redis_url,
         }

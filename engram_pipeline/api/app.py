@@ -28,6 +28,8 @@ from engram_pipeline.api.access import AccessRecorder
 from engram_pipeline.api.auth import KeyRing, check_bind
 from engram_pipeline.api.deps import ApiState
 from engram_pipeline.api.docs import add_offline_docs
+from engram_pipeline.api.metrics import Metrics, MetricsMiddleware
+from engram_pipeline.api.metrics import router as metrics_router
 from engram_pipeline.api.routes import agents, memories, probes
 from engram_pipeline.settings import Settings, SettingsError
 from engram_pipeline.store import (
@@ -95,6 +97,9 @@ def create_app(
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(probes.router)
+    app.state.metrics = Metrics()
+    app.include_router(metrics_router)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     _add_error_handlers(app)
     return app
 

@@ -115,6 +115,18 @@ class MemoryStore:
             raise StoreNotFound(uri)
         return cls(db, uri, settings, embedder or get_embedder(settings), migrating=migrating)
 
+    def check_layout(self) -> None:
+        """Refuse to go on with a store whose layout changed since it was opened: raises what :meth:`open` would
+        (:class:`MigrationInProgress` while a re-shard runs, :class:`ShardCountMismatch` after one). One read
+        of ``meta``; a process that keeps a store open across runs calls it before each run."""
+        check_meta(
+            self.meta,
+            uri=self.uri,
+            embedder=self.embedder.name,
+            dimension=self.embedder.dimension,
+            shards=self.shard_count,
+        )
+
     # -- shards ----------------------------------------------------------------------------------------
     def shard_of(self, agent_id: str) -> int:
         """The shard holding ``agent_id``'s rows (a stable hash: :func:`engram_pipeline.store.sharding.shard_of`)."""

@@ -42,6 +42,7 @@ BIN = Path(sys.executable).parent
 JOB = "full_pipeline_job"
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # the corpus's clock: both stores get identical input
 WORKERS = ("engram-w1", "engram-w2")
+INSTANCE_VARIABLES = ("ENGRAM_PG_", "ENGRAM_CELERY_", "ENGRAM_MAX_", "ENGRAM_HEARTBEAT_")  # deploy/dagster.yaml's
 # compared row for row; the rest (timestamps, scores with a recency term, metadata with run ids) reads the clock
 STABLE = ["agent_id", "tier", "kind", "content", "source", "outcome", "status", "pinned", "tags", "version"]
 STABLE += ["access_count", "reinforcement_count"]
@@ -159,7 +160,7 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
 
     from dagster import DagsterInstance
 
-    for name in [k for k in cluster_env if k.startswith(("ENGRAM_PG_", "ENGRAM_CELERY_", "ENGRAM_MAX_"))]:
+    for name in [k for k in cluster_env if k.startswith(INSTANCE_VARIABLES)]:
         monkeypatch.setenv(name, cluster_env[name])  # this process reads the instance too
 
     instance = DagsterInstance.from_config(str(home))

@@ -31,9 +31,6 @@ EXTRA_HOMES = {
 NOT_IMPORTED = {
     "dagster-webserver",
     "dagster-postgres",
-    "dagster-celery",
-    "celery",
-    "redis",
     "psycopg2-binary",
 }
 

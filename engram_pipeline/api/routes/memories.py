@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from engram_pipeline.api.deps import (
     CallerDep,
@@ -49,7 +49,7 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
     status_code=201,
     responses={**AUTH_ERRORS, 200: {"model": RememberResponse, "description": "an existing memory matched"}},
 )
-async def remember(write: RememberWriteDep) -> Response:
+async def remember(write: RememberWriteDep, request: Request) -> Response:
     """Store a memory with write-time dedup and contradiction handling.
 
     201 with outcome ``created`` (and any contradictions found); 200 with ``exact_duplicate`` or
@@ -58,6 +58,10 @@ async def remember(write: RememberWriteDep) -> Response:
     body = write.body
     fields = body.model_dump(exclude={"agent_id", "content"})
     result = await write.store.remember_async(body.agent_id, body.content, actor=write.caller.actor, **fields)
+    metrics = request.app.state.metrics
+    metrics.count("engram_remember_total", outcome=result.outcome)
+    if result.contradictions:
+        metrics.count("engram_remember_contradictions_total", len(result.contradictions))
     answer = RememberResponse(
         memory=MemoryOut.of(result.memory),
         outcome=result.outcome,

@@ -1,0 +1,51 @@
+"""The labelled multi-session dialogue corpus (bench/data/sessions/labelled.jsonl, issue 34): its shape, that the
+checked-in file is what its generator writes, and the figures consolidation is held to on it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+from engram_pipeline import session_corpus as sc
+
+ROOT = Path(__file__).resolve().parents[2]
+LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
+
+
+def records() -> list[dict]:
+    return sc.load(LABELLED)
+
+
+def test_the_checked_in_corpus_is_what_its_generator_writes() -> None:
+    assert LABELLED.read_text(encoding="utf-8") == sc.dump(sc.generate())
+
+
+def test_three_two_person_conversations_of_fifteen_sessions_or_more_with_gaps_between_sessions() -> None:
+    turns = [r for r in records() if r["type"] == "turn"]
+    by_conv = Counter(r["conversation"] for r in turns)
+    assert len(by_conv) >= 3
+    for conv in by_conv:
+        mine = [r for r in turns if r["conversation"] == conv]
+        assert len({r["speaker"] for r in mine}) == 2
+        sessions = sorted({r["session"] for r in mine})
+        assert len(sessions) >= 15
+        starts = [min(datetime.fromisoformat(r["created_at"]) for r in mine if r["session"] == s) for s in sessions]
+        ends = [max(datetime.fromisoformat(r["created_at"]) for r in mine if r["session"] == s) for s in sessions]
+        assert all((b - a).days >= 1 for a, b in zip(ends, starts[1:], strict=False))  # days between sessions
+        assert Counter(r["label"] for r in mine)["small_talk"] > len(mine) / 2
+
+
+def test_facts_recur_across_sessions_and_each_conversation_labels_one_real_change_and_cross_speaker_turns() -> None:
+    rows = records()
+    turns = {r["id"]: r for r in rows if r["type"] == "turn"}
+    for conv in {r["conversation"] for r in turns.values()}:
+        facts = [r for r in rows if r["type"] == "fact" and r["conversation"] == conv]
+        assert sum(len(f["sessions"]) >= 2 for f in facts) >= 8
+        for f in facts:  # each fact is about its speaker and said by them
+            assert f["belief"][0] == f["speaker"].lower()
+            assert all(turns[t]["speaker"] == f["speaker"] and turns[t]["fact"] == f["id"] for t in f["turns"])
+        [change] = [r for r in rows if r["type"] == "change" and r["conversation"] == conv]
+        assert change["older"] and change["newer"] and max(change["older"]) < min(change["newer"])
+        cross = [r for r in turns.values() if r["conversation"] == conv and r["label"] == "cross"]
+        assert len(cross) >= 10 and len({r["speaker"] for r in cross}) == 2

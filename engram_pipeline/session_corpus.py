@@ -142,11 +142,13 @@ def generate(
                     label = new
                 facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": speaker,
                               "belief": [speaker.lower(), relation, label.lower(), negated]})  # fmt: skip
+        # each speaker keeps their side of a cross pair all along (said again, it is the same state, not a change)
+        sides = {pair: rng.sample([a, b], k=2) for pair in CROSS}
         for s in rng.sample(range(sessions), k=min(sessions, 2 * len(CROSS))):
-            first, second = rng.sample([a, b], k=2)
-            x, y = rng.choice(CROSS) if rng.random() < 0.5 else tuple(reversed(rng.choice(CROSS)))
-            plan[s].append((first, x, "cross", None))
-            plan[s].append((second, y, "cross", None))
+            pair = rng.choice(CROSS)
+            order = [0, 1] if rng.random() < 0.5 else [1, 0]
+            for k in order:
+                plan[s].append((sides[pair][k], pair[k], "cross", None))
         # the second speaker dislikes, right after, what the first one loves
         hobby = next(f for f in facts if f["id"] == f"{conv}-{a.lower()}-hobby")["belief"][2]
         s = rng.randrange(sessions)

@@ -53,6 +53,7 @@ from engram_pipeline.lexicon import (
     MONTH_ABBREVIATIONS,
     MONTHS,
     NUMBER_WORDS,
+    WEEKDAYS,
     relation_family,
     words,
 )
@@ -79,6 +80,8 @@ STOPWORDS = DETERMINERS | words(
 _PRONOUNS = words("he she it they we you this that these those there here who what which")
 _SUBORDINATORS = words("when if because although though while after before since unless whether")
 _MONTHS = MONTHS | MONTH_ABBREVIATIONS
+_DEMONSTRATIVES = words("this that these those")
+_PERFECT = words("been had got gotten done gone seen made taken")
 # (pattern, relation, opposite verb?) in match order: longer forms first.
 _VERBS: tuple[tuple[str, str, bool], ...] = (
     (r"(?:lives?|living|resides?|residing) in", "lives_in", False),
@@ -206,6 +209,10 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
         return []  # "I love it": what "it" is, the sentence does not say
     if not subj or not val or subj in _PRONOUNS or "," in subj or subj.split()[0] in _SUBORDINATORS:
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
+    if subj.split()[0] in _DEMONSTRATIVES:
+        return []  # "that app is a great idea": which app, only the conversation around it says
+    if relation == "has" and val.split()[0] in _PERFECT:
+        return []  # "the weather has been strange": a tense, not a possession
     hedged, past, changed = (marks.hedged, marks.past, marks.changed) if marks else (False, False, False)
     claim = Claim(subj, relation, val, has_neg != opposite, sentence, hedged, past, changed)
     out = [_Parsed(claim, verb, opposite, adverb)]
@@ -307,11 +314,21 @@ def head_value(value: str) -> str:
 
 
 _ACTIVITY = re.compile(r"^(?:(?:still|now|currently|also|just|really|always)\s+)*\w+ing\b")
-# A state at one moment ("so tired this week", "busy today") contradicts nothing said at another moment.
+# A state at one moment ("so tired this week", "busy today") contradicts nothing said at another moment, and
+# is no lasting belief (:func:`transient`).
 _TRANSIENT = re.compile(
     r"\b(?:(?:this|that) (?:week|morning|afternoon|evening|weekend)|today|tonight|right now|at the moment"
-    r"|last night|yesterday)\b"
-)
+    r"|last night|yesterday|on (?:" + "|".join(sorted(WEEKDAYS)) + r"))\b"
+)  # "on Friday" is one day; "on Fridays" a habit
+
+
+def transient(value: str) -> bool:
+    """Whether a claim's value is a state at one moment ("so tired this week").
+
+    >>> transient("so tired this week, honestly"), transient("training to be a nurse")
+    (True, False)
+    """
+    return bool(_TRANSIENT.search(value))
 
 
 def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
@@ -320,7 +337,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
         return None
     if ca.past != cb.past:
         return None  # "used to live in Berlin" says nothing against "lives in Munich"
-    if _TRANSIENT.search(ca.value) or _TRANSIENT.search(cb.value):
+    if transient(ca.value) or transient(cb.value):
         return None  # "is so tired this week" / "is so relaxed this week": two moments, not two values
     subject = ca.subject
     value_a, value_b = head_value(ca.value), head_value(cb.value)

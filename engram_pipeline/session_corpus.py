@@ -3,7 +3,7 @@
 Each conversation is one agent's memory of two people talking over many sessions (``Dana: I live in Lisbon,
 near the river.``), one episodic memory per turn, sessions days apart. Woven into small talk:
 
-- **facts** about each speaker, said again in other words in two to four sessions (where someone lives,
+- **facts** about each speaker, said again in other words in two or three sessions (where someone lives,
   works, what they love, hate, own or prefer, what they are training for), each labelled with its speaker
   and its canonical belief ``(subject, relation, value, negated)`` in the terms of
   :func:`engram_pipeline.conversations.belief_match`;
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_pipeline.conversations import belief_match
-from engram_pipeline.dialogues import SLOTS, SMALL_TALK
+from engram_pipeline.dialogues import SLOTS, SMALL_TALK, Question
 
 START = datetime(2026, 2, 2, 19, tzinfo=UTC)
 PAIRS = [("Dana", "Leo"), ("Mira", "Jonas"), ("Priya", "Tom"), ("Ines", "Omar"), ("Kai", "Ruth"), ("Noor", "Felix")]
@@ -84,6 +84,16 @@ CROSS = [
     ("The commute is 20 minutes.", "The commute is 45 minutes."),
     ("My back is fine now.", "My back is not fine."),
 ]
+# one question per fact kind, whose evidence is the turns that state the fact (after a change, the newer ones)
+QUESTIONS = {
+    "home": "Where does {who} live?",
+    "job": "Where does {who} work?",
+    "hobby": "What does {who} love doing?",
+    "dislike": "What does {who} dislike?",
+    "pet": "What pet does {who} have?",
+    "goal": "What is {who} training to be?",
+    "drink": "What does {who} prefer to drink?",
+}
 GREETINGS = ["Hey {other}! How was your week?", "Hi {other}, good to hear from you.", "Evening {other}!"]
 CLOSINGS = ["Talk soon!", "Okay, I have to run. Bye!", "Good night, speak next week."]
 
@@ -128,17 +138,18 @@ def generate(
                 relation, negated, wordings = FACT_KINDS[kind]
                 fid = f"{conv}-{speaker.lower()}-{kind}"
                 moved = kind == "home" and speaker == a
-                where = sorted(rng.sample(range(sessions // 2 if moved else sessions), k=rng.choice([2, 3, 4])))
-                for s in where:
-                    plan[s].append((speaker, rng.choice(wordings).format(x=value), "fact", fid))
+                where = sorted(rng.sample(range(sessions // 2 if moved else sessions), k=rng.choice([2, 3])))
+                for s, wording in zip(where, rng.sample(wordings, k=len(where)), strict=True):  # in other words
+                    plan[s].append((speaker, wording.format(x=value), "fact", fid))
                 label = {"pet": value.split(" named ")[0], "goal": f"training to be a {value}"}.get(kind, value)
                 if moved:  # a real change: the first speaker moves in the second half
                     new = rng.choice([c for c in CITIES if c not in taken])
                     taken.add(new)
                     when = rng.randrange(sessions // 2, sessions - 2)
                     plan[when].append((speaker, f"I moved from {value} to {new} last week!", "change", fid))
-                    for s in sorted(rng.sample(range(when + 1, sessions), k=2)):
-                        plan[s].append((speaker, rng.choice(wordings).format(x=new), "fact", fid))
+                    after = sorted(rng.sample(range(when + 1, sessions), k=2))
+                    for s, wording in zip(after, rng.sample(wordings, k=2), strict=True):
+                        plan[s].append((speaker, wording.format(x=new), "fact", fid))
                     label = new
                 facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": speaker,
                               "belief": [speaker.lower(), relation, label.lower(), negated]})  # fmt: skip
@@ -193,6 +204,22 @@ def generate(
         older = [t for t in turns[mover] if t < change["id"]]
         newer = [t for t in turns[mover] if t >= change["id"]]
         out.append({"type": "change", "conversation": conv, "older": older, "newer": newer})
+    return out
+
+
+def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list[Question]:
+    """A question per labelled fact (:data:`QUESTIONS`) with its evidence turns, for
+    :func:`engram_pipeline.dialogues.evidence_recall`."""
+    newer = {c["conversation"]: set(c["newer"]) for c in records if c["type"] == "change"}
+    out = []
+    for f in (r for r in records if r["type"] == "fact"):
+        kind = f["id"].rsplit("-", 1)[1]
+        moved = [t for t in f["turns"] if t in newer.get(f["conversation"], set())]
+        evidence = tuple(t + suffix for t in (moved or f["turns"]))
+        text = QUESTIONS[kind].format(who=f["speaker"])
+        out.append(
+            Question(f["id"] + suffix, f["conversation"] + suffix, text, "changed" if moved else "restated", evidence)
+        )
     return out
 
 

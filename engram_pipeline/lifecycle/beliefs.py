@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.claims import Claim, head_value, same_value
+from engram_pipeline.claims import Claim, head_value, same_value, transient
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
 from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
@@ -161,8 +161,8 @@ def vote(
         ballots: dict[tuple[str, ...], dict[str, tuple[str, str, bool, Claim]]] = {}
         for episode in sorted(cluster, key=order):
             for c in claims.get(episode, []):
-                if c.past:
-                    continue  # "used to ..." says nothing about now
+                if c.past or transient(c.value):
+                    continue  # "used to ...", "so tired this week": nothing lasting about now
                 # one vote per episode and slot: its first claim there
                 slot = slot_of(c, seen)
                 ballots.setdefault(slot, {}).setdefault(

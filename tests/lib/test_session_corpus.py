@@ -11,6 +11,7 @@ import pytest
 
 from engram_pipeline import session_corpus as sc
 from engram_pipeline.importer import import_jsonl
+from engram_pipeline.lifecycle.consolidation import consolidate
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
 from engram_pipeline.lifecycle.episodes import cluster_episodes
 from engram_pipeline.settings import Settings
@@ -101,3 +102,21 @@ def test_dialogue_turns_are_flagged_only_where_a_speaker_really_changes_a_value(
         assert figures.false_rate <= 0.01, (conv, figures)
         changes += figures.changes_flagged
     assert changes >= CHANGES_FLAGGED[embedder]
+
+
+@pytest.mark.parametrize("embedder", EMBEDDERS)
+def test_beliefs_say_labelled_facts_about_their_speaker_and_cover_the_recurring_ones(
+    tmp_path: Path, embedder: str
+) -> None:
+    store = corpus_store(tmp_path / "store", embedder, checks="remember")
+    derived, matched, recurring, covered = 0, 0, 0, 0
+    for conv in sorted({r["conversation"] for r in records()}):
+        consolidate(store, conv, scope="full")
+        beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
+        facts = [r for r in records() if r["type"] == "fact" and r["conversation"] == conv]
+        figures = sc.belief_figures(beliefs, facts)
+        derived, matched = derived + figures.derived, matched + figures.matched
+        recurring, covered = recurring + figures.recurring, covered + figures.covered
+    # the goals of issue 34: >= 80% of derived beliefs match a labelled fact about their speaker, >= 50% of
+    # the facts said in two or more sessions become a belief
+    assert matched / derived >= 0.8 and covered / recurring >= 0.5, (matched, derived, covered, recurring)

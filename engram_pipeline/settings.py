@@ -232,7 +232,10 @@ class Settings:
         doc="Five-stage consolidation schedule (0 stops it)",
     )
     episode_cluster_similarity: float = _env(
-        "ENGRAM_EPISODE_CLUSTER_SIMILARITY", 0.6, unit=True, doc="Similarity that joins episodes into one cluster"
+        "ENGRAM_EPISODE_CLUSTER_SIMILARITY",
+        0.6,
+        unit=True,
+        doc="Mean similarity the episodes of one cluster keep (average linkage inside a session)",
     )
     episode_session_gap_s: int = _env(
         "ENGRAM_EPISODE_SESSION_GAP_S",

@@ -10,7 +10,8 @@ with the write path's checks, then the contradiction pass and a ``full`` consoli
 conversation: the largest episode cluster's share of the stored turns, derived beliefs that say a labelled fact
 about their speaker (precision) and labelled facts said in two or more sessions that became a belief
 (coverage), turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
-evidence recall@10 of a question per fact before and after the passes, and the time of the passes at two
+evidence recall@10 of a question per fact before and after the passes (also counting a belief with the turns
+it was derived from: :func:`engram_pipeline.session_corpus.provenance_recall`), and the time of the passes at two
 sizes (32 and 128 sessions per conversation, generated the same way). The judge of the contradiction pass is named.
 
 Quality: the hand-written conversations and tool logs of ``engram_pipeline/conversations.py`` (three agents,
@@ -65,6 +66,7 @@ def sessions(settings: Settings, root: Path) -> None:
     questions = sc.questions(records)
     now = max(datetime.fromisoformat(r["created_at"]) for r in records if r["type"] == "turn") + timedelta(days=1)
     before = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    before_p = sc.provenance_recall(store, questions, now=now)
     convs = sorted({r["conversation"] for r in records})
     print(f"multi-session dialogue ({settings.embedder}; {SESSIONS.relative_to(ROOT)}):")
     print(
@@ -97,6 +99,7 @@ def sessions(settings: Settings, root: Path) -> None:
         )
         totals["share"] = max(totals["share"], share)
     after = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    after_p = sc.provenance_recall(store, questions, now=now)
     b, c = totals["b"], totals["c"]
     print(f"  largest cluster: {totals['share']:.3f} of a conversation's stored turns at most (goal <= 0.25)")
     print(
@@ -110,6 +113,10 @@ def sessions(settings: Settings, root: Path) -> None:
     print(
         f"  evidence recall@10: before {before:.3f}, after {after:.3f} (ratio {after / before if before else 0:.3f};"
         " goal >= 0.95)"
+    )
+    print(
+        f"  the same, a belief counting with the turns it was derived from: before {before_p:.3f}, after {after_p:.3f}"
+        f" (ratio {after_p / before_p if before_p else 0:.3f})"
     )
     sizes = {}
     for n_sessions in (6, *SIZES):  # 6: a warm-up (caches, the judge), not reported

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_pipeline.conversations import belief_match
-from engram_pipeline.dialogues import SLOTS, SMALL_TALK, Question
+from engram_pipeline.dialogues import SLOTS, SMALL_TALK, Question, ranked_ids
 
 START = datetime(2026, 2, 2, 19, tzinfo=UTC)
 PAIRS = [("Dana", "Leo"), ("Mira", "Jonas"), ("Priya", "Tom"), ("Ines", "Omar"), ("Kai", "Ruth"), ("Noor", "Felix")]
@@ -221,6 +221,21 @@ def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list
             Question(f["id"] + suffix, f["conversation"] + suffix, text, "changed" if moved else "restated", evidence)
         )
     return out
+
+
+def provenance_recall(store: Any, questions: Sequence[Question], *, now: datetime, k: int = 10) -> float:
+    """Share of ``questions`` whose first ``k`` recall hits hold an evidence turn, or a derived row (a belief)
+    linked ``derived-from`` to one: :func:`engram_pipeline.dialogues.evidence_recall` counts a belief only by the
+    hidden sources recall attaches to it, so a belief that answers the question and pushes its still-visible
+    turn out of the ``k`` counts as a miss there."""
+    found = 0
+    for q in questions:
+        hits = store.recall(q.agent_id, q.text, k=k, now=now, track_access=False, with_vectors=False)
+        ids = set(ranked_ids(hits)[:k])
+        derived = [h.memory["id"] for h in hits if h.memory.get("source") == "derived"]
+        ids |= {link["dst_id"] for link in store.links_of(derived, rel="derived-from")} if derived else set()
+        found += bool(ids & set(q.evidence))
+    return found / len(questions) if questions else 0.0
 
 
 def load(path: str | Path) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ checked-in file is what its generator writes, and the figures consolidation is h
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -105,13 +105,15 @@ def test_dialogue_turns_are_flagged_only_where_a_speaker_really_changes_a_value(
 
 
 @pytest.mark.parametrize("embedder", EMBEDDERS)
-def test_beliefs_say_labelled_facts_about_their_speaker_and_cover_the_recurring_ones(
+def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones_and_keep_their_evidence(
     tmp_path: Path, embedder: str
 ) -> None:
     store = corpus_store(tmp_path / "store", embedder, checks="remember")
+    questions, now = sc.questions(records()), datetime(2026, 12, 1, tzinfo=UTC)
+    before = sc.provenance_recall(store, questions, now=now)
     derived, matched, recurring, covered = 0, 0, 0, 0
     for conv in sorted({r["conversation"] for r in records()}):
-        consolidate(store, conv, scope="full")
+        consolidate(store, conv, scope="full", now=now)
         beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
         facts = [r for r in records() if r["type"] == "fact" and r["conversation"] == conv]
         figures = sc.belief_figures(beliefs, facts)
@@ -120,3 +122,5 @@ def test_beliefs_say_labelled_facts_about_their_speaker_and_cover_the_recurring_
     # the goals of issue 34: >= 80% of derived beliefs match a labelled fact about their speaker, >= 50% of
     # the facts said in two or more sessions become a belief
     assert matched / derived >= 0.8 and covered / recurring >= 0.5, (matched, derived, covered, recurring)
+    # a belief answers with the turns it was derived from: no question loses its evidence to the passes
+    assert sc.provenance_recall(store, questions, now=now) >= before

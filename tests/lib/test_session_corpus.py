@@ -4,7 +4,7 @@ checked-in file is what its generator writes, and the figures consolidation is h
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from engram_pipeline.importer import import_jsonl
 from engram_pipeline.lifecycle.consolidation import consolidate
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
 from engram_pipeline.lifecycle.episodes import cluster_episodes
+from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
@@ -124,3 +125,26 @@ def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones
     assert matched / derived >= 0.8 and covered / recurring >= 0.5, (matched, derived, covered, recurring)
     # a belief answers with the turns it was derived from: no question loses its evidence to the passes
     assert sc.provenance_recall(store, questions, now=now) >= before
+
+
+def test_a_fact_said_again_in_later_sessions_reinforces_its_belief_instead_of_duplicating_it(tmp_path: Path) -> None:
+    store = MemoryStore.open(str(tmp_path / "store"), settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    lines = {line["id"]: line for line in sc.import_lines(records())}
+    session = {r["id"]: r["session"] for r in records() if r["type"] == "turn"}
+    convs = sorted({r["conversation"] for r in records()})
+    reinforced = 0
+    for half in (range(0, 8), range(8, 16)):  # the first eight sessions, consolidated; then the rest
+        batch = [line for i, line in lines.items() if session[i] in half]
+        assert import_jsonl(store, batch).errors == ()
+        now = max(datetime.fromisoformat(line["created_at"]) for line in batch) + timedelta(days=1)
+        for conv in convs:
+            reinforced += consolidate(store, conv, scope="recent", now=now).beliefs_reinforced
+    for conv in convs:
+        beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
+        keys = [loads_metadata(r)["belief_key"] for r in beliefs]
+        assert len(keys) == len(set(keys)), conv  # one belief per fact
+        facts = [r for r in records() if r["type"] == "fact" and r["conversation"] == conv]
+        assert sc.belief_figures(beliefs, facts).precision >= 0.8
+    assert reinforced >= 3 and any(
+        r["reinforcement_count"] >= 1 for c in convs for r in store.list_memories(c, kind="semantic")
+    )

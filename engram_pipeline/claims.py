@@ -10,8 +10,9 @@ Negation is ``not`` / ``n't`` / ``never`` / ``no longer`` (``negated=True``); an
 the negated base relation (``"User hates vim"`` is ``likes`` negated). Subjects and values are lowercased with
 the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` become ``user``, so "I",
 "User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
-editor"). Questions and bare pronoun subjects (he, it, they...) give no claim: two memories saying "he" need
-not mean the same person.
+editor"). Questions, bare pronoun subjects (he, it, they...) and demonstrative ones ("that app") give no
+claim: two memories saying "he" need not mean the same person; nor does ``has`` before a participle ("has
+been busy" is a tense).
 
 :func:`detect_contradiction` compares every claim of one text with every claim of the other that has the
 same subject and relation family (``lives_in`` ~ ``based_in``, ``prefers`` ~ ``likes``); the first rule of
@@ -25,9 +26,17 @@ these that fires wins:
   ("User lives in Berlin" / "User lives in Munich"). Refused when the values are equal, when one value's
   content tokens are a subset of the other's ("vim" / "vim with plugins" is an elaboration), when either side
   is negated, when a value has more than four content tokens (a description, whose rewordings are not swaps),
-  for progressive copulas ("is playing a guitar" / "is strumming a guitar": activities coexist), and when
-  both values carry different qualifiers ("black for formatting" / "dark mode in the editor": two domains).
-  ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no contradiction.
+  for progressive copulas ("is playing a guitar" / "is still training to be a nurse": activities coexist),
+  when both values carry different qualifiers ("black for formatting" / "dark mode in the editor": two
+  domains), and for a state at one moment ("so tired this week" / "so relaxed this week": :func:`transient`).
+  Values are compared by :func:`head_value` (up to the first comma: "Krakow, near the river" = "Krakow, the
+  rent keeps rising"). ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no
+  contradiction.
+
+Two turns of two different speakers (``Dana: ...`` / ``Leo: ...``) contradict only through a claim about a
+third person both name with a capital ("Sam lives in Porto" / "Sam lives in Madrid"): each speaker speaks for
+themselves ("The weather is awful here." / "The weather is lovely here."), and the sentence-level checks below
+do not apply between them.
 
 Sentences without a parsed claim still get a sentence-level check: identical content tokens apart from one
 negation ("The dog does not bark" / "The dog barks") is ``negation``, apart from numbers is ``quantity``.
@@ -337,8 +346,6 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
         return None
     if ca.past != cb.past:
         return None  # "used to live in Berlin" says nothing against "lives in Munich"
-    if transient(ca.value) or transient(cb.value):
-        return None  # "is so tired this week" / "is so relaxed this week": two moments, not two values
     subject = ca.subject
     value_a, value_b = head_value(ca.value), head_value(cb.value)
     nums_a, words_a = _split_numbers(value_a)
@@ -370,6 +377,8 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     qa, qb = _qualifier(value_a), _qualifier(value_b)
     if qa and qb and qa != qb:
         return None  # "black for formatting" / "dark mode in the editor": preferences in different domains
+    if transient(ca.value) or transient(cb.value):
+        return None  # "is so tired this week" / "is so relaxed this week": two moments, not two values
     reason = f"value swap: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
     return Contradiction("value_swap", reason, subject)
 

@@ -86,6 +86,8 @@ PAIRS = [
     ("Jonas: I work at Initech, in the data team.", "Jonas: I still work at Initech, three years now.", None),
     ("Mira: I live in Krakow, near the river.", "Mira: I still live in Ghent, the rent keeps rising.", "value_swap"),
     ("Jonas: I'm so stressed this week, honestly.", "Jonas: I'm so relaxed this week, honestly.", None),
+    ("The meeting is at 3pm today", "The meeting is at 4pm today", "quantity"),
+    ("Dana is busy today", "Dana is not busy today", "negation"),
     ("Dana: I'm still training to be a paramedic.", "Dana: I am a nurse.", None),
     # no claims, unrelated
     ("Hello there", "Good morning", None),

@@ -10,9 +10,10 @@ Negation is ``not`` / ``n't`` / ``never`` / ``no longer`` (``negated=True``); an
 the negated base relation (``"User hates vim"`` is ``likes`` negated). Subjects and values are lowercased with
 the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` become ``user``, so "I",
 "User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
-editor"). Questions, bare pronoun subjects (he, it, they...) and demonstrative ones ("that app") give no
-claim: two memories saying "he" need not mean the same person; nor does ``has`` before a participle ("has
-been busy" is a tense).
+editor"). Questions, bare pronoun subjects (he, it, they...) and, in a dialogue turn, demonstrative ones
+("Dana: That app is a great idea") give no claim: two memories saying "he" need not mean the same person, and
+"that app" is whatever the turns before it named; nor does ``has`` before a participle ("has been busy" is a
+tense).
 
 :func:`detect_contradiction` compares every claim of one text with every claim of the other that has the
 same subject and relation family (``lives_in`` ~ ``based_in``, ``prefers`` ~ ``likes``); the first rule of
@@ -218,8 +219,8 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
         return []  # "I love it": what "it" is, the sentence does not say
     if not subj or not val or subj in _PRONOUNS or "," in subj or subj.split()[0] in _SUBORDINATORS:
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
-    if subj.split()[0] in _DEMONSTRATIVES:
-        return []  # "that app is a great idea": which app, only the conversation around it says
+    if marks is not None and marks.speaker and subj.split()[0] in _DEMONSTRATIVES:
+        return []  # "Dana: That app is a great idea": which app, only the conversation around it says
     if relation == "has" and val.split()[0] in _PERFECT:
         return []  # "the weather has been strange": a tense, not a possession
     hedged, past, changed = (marks.hedged, marks.past, marks.changed) if marks else (False, False, False)

@@ -87,6 +87,8 @@ PAIRS = [
     ("Mira: I live in Krakow, near the river.", "Mira: I still live in Ghent, the rent keeps rising.", "value_swap"),
     ("Jonas: I'm so stressed this week, honestly.", "Jonas: I'm so relaxed this week, honestly.", None),
     ("The meeting is at 3pm today", "The meeting is at 4pm today", "quantity"),
+    ("This project uses Python", "This project uses Rust", "value_swap"),  # a note's "this" is its context
+    ("Dana: That app is a great idea.", "Dana: That app is a terrible idea.", None),  # a turn's, the talk before
     ("Dana is busy today", "Dana is not busy today", "negation"),
     ("Dana: I'm still training to be a paramedic.", "Dana: I am a nurse.", None),
     # no claims, unrelated

@@ -2,6 +2,17 @@
 
     python bench/bench_consolidation_quality.py                     # hashing, 10k episodes for the timing
     python bench/bench_consolidation_quality.py --embedder minilm   # the same with MiniLM clusters
+    python bench/bench_consolidation_quality.py --only sessions     # the labelled multi-session dialogues only
+
+Multi-session dialogue (issue 34): the labelled corpus ``bench/data/sessions/labelled.jsonl``
+(:mod:`engram_pipeline.session_corpus`: three two-person conversations of 16 sessions), imported turn by turn
+with the write path's checks, then the contradiction pass and a ``full`` consolidation per conversation. Per
+conversation: the largest episode cluster's share of the stored turns, derived beliefs that say a labelled fact
+about their speaker (precision) and labelled facts said in two or more sessions that became a belief
+(coverage), turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
+evidence recall@10 of a question per fact before and after the passes (also counting a belief with the turns
+it was derived from: :func:`engram_pipeline.session_corpus.provenance_recall`), and the time of the passes at two
+sizes (32 and 128 sessions per conversation, generated the same way). The judge of the contradiction pass is named.
 
 Quality: the hand-written conversations and tool logs of ``engram_pipeline/conversations.py`` (three agents,
 several speakers, reported speech, hedges, changes of mind, small talk, logged fixes), imported as episodes,
@@ -16,17 +27,24 @@ lexical parser, ``Extractor.extract_claims``), so the ratio says what the stages
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from engram_pipeline import conversations as cv  # noqa: E402
+from engram_pipeline import session_corpus as sc  # noqa: E402
+from engram_pipeline.dialogues import evidence_recall  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.consolidation import consolidate  # noqa: E402
+from engram_pipeline.lifecycle.contradictions import detect_contradictions  # noqa: E402
+from engram_pipeline.lifecycle.episodes import cluster_episodes  # noqa: E402
 from engram_pipeline.lifecycle.extractors import default_extractor  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
@@ -36,15 +54,107 @@ def derived(store: MemoryStore, agent: str, kind: str) -> list[dict]:
     return [r for r in store.list_memories(agent, kind=kind) if r["source"] == "derived"]
 
 
+SESSIONS = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
+SIZES = (32, 128)  # sessions per conversation for the timing (the labelled corpus has 16)
+
+
+def sessions(settings: Settings, root: Path) -> None:
+    """The figures of issue 34 on the labelled multi-session dialogues (see the module docstring)."""
+    records = sc.load(SESSIONS)
+    store = MemoryStore.open(str(root / "sessions"), settings=settings)
+    import_jsonl(store, sc.import_lines(records))  # the write path's checks, as an agent's turns arrive
+    questions = sc.questions(records)
+    now = max(datetime.fromisoformat(r["created_at"]) for r in records if r["type"] == "turn") + timedelta(days=1)
+    before = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    before_p = sc.provenance_recall(store, questions, now=now)
+    convs = sorted({r["conversation"] for r in records})
+    print(f"multi-session dialogue ({settings.embedder}; {SESSIONS.relative_to(ROOT)}):")
+    print(
+        "  conversation | turns stored | largest cluster | beliefs matched/derived | recurring facts covered"
+        " | false flags | changes flagged"
+    )
+    totals = {"b": sc.BeliefFigures(0, 0, 0, 0), "c": sc.ContradictionFigures(0, 0, 0, 0), "share": 0.0}
+    judge = ""
+    for conv in convs:
+        judge = detect_contradictions(store, conv, now=now).judge
+        report = consolidate(store, conv, scope="full", now=now)
+        episodes = store.list_memories(conv, kind="episodic")
+        share = sc.largest_cluster_share(cluster_episodes(store, conv, scope="full", now=now).clusters, len(episodes))
+        beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
+        b = sc.belief_figures(beliefs, [r for r in records if r["type"] == "fact" and r["conversation"] == conv])
+        c = sc.contradiction_figures(
+            episodes, [r for r in records if r["type"] == "change" and r["conversation"] == conv]
+        )
+        print(
+            f"  {conv:>12} | {len(episodes)} | {share:.3f} | {b.matched}/{b.derived} | {b.covered}/{b.recurring}"
+            f" | {c.falsely_flagged} ({c.false_rate:.3f}) | {c.changes_flagged}/{c.changes}"
+            f" | procedures {report.procedures_created}, schemas {report.schemas_created}"
+        )
+        tb, tc = totals["b"], totals["c"]
+        totals["b"] = sc.BeliefFigures(
+            *(x + y for x, y in zip(dataclasses.astuple(tb), dataclasses.astuple(b), strict=True))
+        )
+        totals["c"] = sc.ContradictionFigures(
+            *(x + y for x, y in zip(dataclasses.astuple(tc), dataclasses.astuple(c), strict=True))
+        )
+        totals["share"] = max(totals["share"], share)
+    after = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    after_p = sc.provenance_recall(store, questions, now=now)
+    b, c = totals["b"], totals["c"]
+    print(f"  largest cluster: {totals['share']:.3f} of a conversation's stored turns at most (goal <= 0.25)")
+    print(
+        f"  beliefs: precision {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage "
+        f"{b.coverage:.3f} ({b.covered} of {b.recurring} recurring facts; goal >= 0.50)"
+    )
+    print(
+        f"  contradictions (judge {judge}): false flags {c.false_rate:.4f} of turns ({c.falsely_flagged} of {c.turns};"
+        f" goal <= 0.01), labelled changes flagged {c.changes_flagged} of {c.changes}"
+    )
+    print(
+        f"  evidence recall@10: before {before:.3f}, after {after:.3f} (ratio {after / before if before else 0:.3f};"
+        " goal >= 0.95)"
+    )
+    print(
+        f"  the same, a belief counting with the turns it was derived from: before {before_p:.3f}, after {after_p:.3f}"
+        f" (ratio {after_p / before_p if before_p else 0:.3f})"
+    )
+    sizes = {}
+    for n_sessions in (6, *SIZES):  # 6: a warm-up (caches, the judge), not reported
+        bigger = sc.generate(sessions=n_sessions)
+        timed = MemoryStore.open(str(root / f"sessions-{n_sessions}"), settings=settings)
+        import_jsonl(timed, sc.import_lines(bigger), checks="exact")
+        later = now + timedelta(days=4 * n_sessions)
+        t = time.perf_counter()
+        for conv in convs:
+            cluster_episodes(timed, conv, scope="full", now=later)
+        clustered = time.perf_counter() - t
+        t = time.perf_counter()
+        for conv in convs:
+            detect_contradictions(timed, conv, now=later)
+            consolidate(timed, conv, scope="full", now=later)
+        sizes[n_sessions] = (sum(r["type"] == "turn" for r in bigger), clustered, time.perf_counter() - t)
+    for n_sessions in SIZES:
+        turns, clustered, passes = sizes[n_sessions]
+        print(
+            f"  time, {n_sessions} sessions per conversation ({turns} turns): episode clustering {clustered:.2f} s"
+            f" ({clustered / turns * 1000:.2f} ms per turn); contradiction pass + consolidation {passes:.1f} s"
+            f" ({passes / turns * 1000:.2f} ms per turn)"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"])
     ap.add_argument("--episodes", type=int, default=10_000, help="corpus size for the timing")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", choices=["all", "sessions"], default="all", help="sessions: the dialogue figures only")
     args = ap.parse_args()
     settings = Settings.from_env({"ENGRAM_EMBEDDER": args.embedder})
     root = Path(tempfile.mkdtemp(prefix="consolidation-quality-"))
     try:
+        sessions(settings, root)
+        if args.only == "sessions":
+            return 0
         store = MemoryStore.open(str(root / "quality"), settings=settings)
         import_jsonl(store, cv.import_lines(), checks="exact")  # the episodes as given, as the reference was measured
         print(f"quality ({args.embedder}): agent | beliefs tp/derived/labelled | procedures tp/derived/labelled")

@@ -10,8 +10,10 @@ Negation is ``not`` / ``n't`` / ``never`` / ``no longer`` (``negated=True``); an
 the negated base relation (``"User hates vim"`` is ``likes`` negated). Subjects and values are lowercased with
 the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` become ``user``, so "I",
 "User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
-editor"). Questions and bare pronoun subjects (he, it, they...) give no claim: two memories saying "he" need
-not mean the same person.
+editor"). Questions, bare pronoun subjects (he, it, they...) and, in a dialogue turn, demonstrative ones
+("Dana: That app is a great idea") give no claim: two memories saying "he" need not mean the same person, and
+"that app" is whatever the turns before it named; nor does ``has`` before a participle ("has been busy" is a
+tense).
 
 :func:`detect_contradiction` compares every claim of one text with every claim of the other that has the
 same subject and relation family (``lives_in`` ~ ``based_in``, ``prefers`` ~ ``likes``); the first rule of
@@ -25,9 +27,17 @@ these that fires wins:
   ("User lives in Berlin" / "User lives in Munich"). Refused when the values are equal, when one value's
   content tokens are a subset of the other's ("vim" / "vim with plugins" is an elaboration), when either side
   is negated, when a value has more than four content tokens (a description, whose rewordings are not swaps),
-  for progressive copulas ("is playing a guitar" / "is strumming a guitar": activities coexist), and when
-  both values carry different qualifiers ("black for formatting" / "dark mode in the editor": two domains).
-  ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no contradiction.
+  for progressive copulas ("is playing a guitar" / "is still training to be a nurse": activities coexist),
+  when both values carry different qualifiers ("black for formatting" / "dark mode in the editor": two
+  domains), and for a state at one moment ("so tired this week" / "so relaxed this week": :func:`transient`).
+  Values are compared by :func:`head_value` (up to the first comma: "Krakow, near the river" = "Krakow, the
+  rent keeps rising"). ``likes`` and ``has`` are not functional: "likes cats" / "likes dogs" is no
+  contradiction.
+
+Two turns of two different speakers (``Dana: ...`` / ``Leo: ...``) contradict only through a claim about a
+third person both name with a capital ("Sam lives in Porto" / "Sam lives in Madrid"): each speaker speaks for
+themselves ("The weather is awful here." / "The weather is lovely here."), and the sentence-level checks below
+do not apply between them.
 
 Sentences without a parsed claim still get a sentence-level check: identical content tokens apart from one
 negation ("The dog does not bark" / "The dog barks") is ``negation``, apart from numbers is ``quantity``.
@@ -53,6 +63,7 @@ from engram_pipeline.lexicon import (
     MONTH_ABBREVIATIONS,
     MONTHS,
     NUMBER_WORDS,
+    WEEKDAYS,
     relation_family,
     words,
 )
@@ -79,6 +90,8 @@ STOPWORDS = DETERMINERS | words(
 _PRONOUNS = words("he she it they we you this that these those there here who what which")
 _SUBORDINATORS = words("when if because although though while after before since unless whether")
 _MONTHS = MONTHS | MONTH_ABBREVIATIONS
+_DEMONSTRATIVES = words("this that these those")
+_PERFECT = words("been had got gotten done gone seen made taken")
 # (pattern, relation, opposite verb?) in match order: longer forms first.
 _VERBS: tuple[tuple[str, str, bool], ...] = (
     (r"(?:lives?|living|resides?|residing) in", "lives_in", False),
@@ -206,6 +219,10 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
         return []  # "I love it": what "it" is, the sentence does not say
     if not subj or not val or subj in _PRONOUNS or "," in subj or subj.split()[0] in _SUBORDINATORS:
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
+    if marks is not None and marks.speaker and subj.split()[0] in _DEMONSTRATIVES:
+        return []  # "Dana: That app is a great idea": which app, only the conversation around it says
+    if relation == "has" and val.split()[0] in _PERFECT:
+        return []  # "the weather has been strange": a tense, not a possession
     hedged, past, changed = (marks.hedged, marks.past, marks.changed) if marks else (False, False, False)
     claim = Claim(subj, relation, val, has_neg != opposite, sentence, hedged, past, changed)
     out = [_Parsed(claim, verb, opposite, adverb)]
@@ -287,6 +304,43 @@ def _family(relation: str) -> str:
     return relation_family(relation)
 
 
+# Time words trailing a value say when, not what: "lives in Berlin now" says "lives in Berlin".
+_TRAILING = re.compile(
+    r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|any more|these days|lately|recently|yesterday"
+    r"|a lot|last (?:week|month|year|spring|summer|autumn|fall|winter)|this (?:week|month|year)))+$"
+)
+
+
+@functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
+def head_value(value: str) -> str:
+    """What a value holds: up to its first comma (what follows is an aside: "Porto, right by the beach"),
+    without trailing time words ("Lisbon now"). Beliefs hold it and the rules compare it.
+
+    >>> head_value("krakow, near the river"), head_value("lisbon now")
+    ('krakow', 'lisbon')
+    """
+    head = value.split(",")[0].strip() or value
+    return _TRAILING.sub("", head).strip() or head
+
+
+_ACTIVITY = re.compile(r"^(?:(?:still|now|currently|also|just|really|always)\s+)*\w+ing\b")
+# A state at one moment ("so tired this week", "busy today") contradicts nothing said at another moment, and
+# is no lasting belief (:func:`transient`).
+_TRANSIENT = re.compile(
+    r"\b(?:(?:this|that) (?:week|morning|afternoon|evening|weekend)|today|tonight|right now|at the moment"
+    r"|last night|yesterday|on (?:" + "|".join(sorted(WEEKDAYS)) + r"))\b"
+)  # "on Friday" is one day; "on Fridays" a habit
+
+
+def transient(value: str) -> bool:
+    """Whether a claim's value is a state at one moment ("so tired this week").
+
+    >>> transient("so tired this week, honestly"), transient("training to be a nurse")
+    (True, False)
+    """
+    return bool(_TRANSIENT.search(value))
+
+
 def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     ca, cb = a.claim, b.claim
     if ca.subject != cb.subject or _family(ca.relation) != _family(cb.relation):
@@ -294,8 +348,9 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
     if ca.past != cb.past:
         return None  # "used to live in Berlin" says nothing against "lives in Munich"
     subject = ca.subject
-    nums_a, words_a = _split_numbers(ca.value)
-    nums_b, words_b = _split_numbers(cb.value)
+    value_a, value_b = head_value(ca.value), head_value(cb.value)
+    nums_a, words_a = _split_numbers(value_a)
+    nums_b, words_b = _split_numbers(value_b)
     if ca.negated != cb.negated:
         neg, pos = (a, b) if ca.negated else (b, a)
         nw, pw = (words_a, words_b) if ca.negated else (words_b, words_a)
@@ -309,7 +364,7 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
             return Contradiction("opposite", reason, subject)
         reason = f"negation: {subject} {ca.relation} {value!r} asserted in one, negated in the other"
         return Contradiction("negation", reason, subject)
-    if ca.negated or ca.value == cb.value:
+    if ca.negated or value_a == value_b:
         return None
     if nums_a and nums_b and nums_a != nums_b and _nested(words_a, words_b):
         reason = f"quantity: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
@@ -318,11 +373,13 @@ def _compare(a: _Parsed, b: _Parsed) -> Contradiction | None:
         return None
     if max(len(words_a | nums_a), len(words_b | nums_b)) > _MAX_VALUE_TOKENS:
         return None  # a long description, not a value: rewordings of it are not swaps
-    if ca.relation == "is" and any(v.split()[0].endswith("ing") for v in (ca.value, cb.value)):
-        return None  # "is playing X" / "is singing": activities are not exclusive values
-    qa, qb = _qualifier(ca.value), _qualifier(cb.value)
+    if ca.relation == "is" and any(_ACTIVITY.match(v) for v in (value_a, value_b)):
+        return None  # "is playing X" / "is still training to be a nurse": activities are not exclusive values
+    qa, qb = _qualifier(value_a), _qualifier(value_b)
     if qa and qb and qa != qb:
         return None  # "black for formatting" / "dark mode in the editor": preferences in different domains
+    if transient(ca.value) or transient(cb.value):
+        return None  # "is so tired this week" / "is so relaxed this week": two moments, not two values
     reason = f"value swap: {subject} {ca.relation} {ca.value!r} vs {cb.value!r}"
     return Contradiction("value_swap", reason, subject)
 
@@ -384,6 +441,12 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
         return None
     claims_a, claims_b = _parse(a), _parse(b)
     found = [c for x in claims_a for y in claims_b if (c := _compare(x, y))]
+    speakers = _two_speakers(a, b)
+    if speakers:
+        # Two people: each speaks for themselves ("The weather is awful here." / "The weather is lovely
+        # here."), so only a claim about a third person they both name can contradict.
+        found = [c for c in found if _third_person(c.subject, speakers, a, b)]
+        return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None
     if found:
         return min(found, key=lambda c: _PRIORITY.index(c.rule))
     parsed = {p.claim.text for p in claims_a + claims_b}
@@ -395,6 +458,23 @@ def detect_contradiction(a: str, b: str) -> Contradiction | None:
         if not (sa in parsed and sb in parsed) and (c := _sentence_level(sa, sb))
     ]
     return min(found, key=lambda c: _PRIORITY.index(c.rule)) if found else None
+
+
+def _two_speakers(a: str, b: str) -> frozenset[str]:
+    """The two speakers' names (lowercase) when ``a`` and ``b`` are turns of two different speakers, else none."""
+    sa = utterances.split_speaker(utterances.strip_context(a))[0]
+    sb = utterances.split_speaker(utterances.strip_context(b))[0]
+    if sa is None or sb is None or sa.lower() == sb.lower():
+        return frozenset()
+    return frozenset((sa.lower(), sb.lower()))
+
+
+def _third_person(subject: str, speakers: frozenset[str], a: str, b: str) -> bool:
+    """Whether ``subject`` is a named third person: neither speaker, written with a capital in both turns."""
+    if subject in speakers or subject.split("'")[0] in speakers:
+        return False
+    name = re.compile(r"\b" + r"\s+".join(w[:1].upper() + re.escape(w[1:]) for w in subject.split()) + r"\b")
+    return all(name.search(utterances.split_speaker(utterances.strip_context(t))[1]) for t in (a, b))
 
 
 def detect_contradictions(pairs: Sequence[tuple[str, str]]) -> list[Contradiction | None]:

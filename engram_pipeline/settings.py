@@ -232,7 +232,15 @@ class Settings:
         doc="Five-stage consolidation schedule (0 stops it)",
     )
     episode_cluster_similarity: float = _env(
-        "ENGRAM_EPISODE_CLUSTER_SIMILARITY", 0.6, unit=True, doc="Similarity that joins episodes into one cluster"
+        "ENGRAM_EPISODE_CLUSTER_SIMILARITY",
+        0.6,
+        unit=True,
+        doc="Mean similarity the episodes of one cluster keep (average linkage inside a session)",
+    )
+    episode_session_gap_s: int = _env(
+        "ENGRAM_EPISODE_SESSION_GAP_S",
+        21_600,
+        doc="Seconds without an episode that end a session: episode clusters never span two sessions",
     )
     episode_cluster_min_size: int = _env(
         "ENGRAM_EPISODE_CLUSTER_MIN_SIZE", 2, doc="Episodes a cluster needs before beliefs are extracted from it"
@@ -383,6 +391,7 @@ class Settings:
         for name, value in (
             ("ENGRAM_LTM_QUOTA", self.ltm_quota),
             ("STM_DEFAULT_TTL_S", self.stm_ttl_s),
+            ("ENGRAM_EPISODE_SESSION_GAP_S", self.episode_session_gap_s),
             ("MEMORY_DECAY_PRUNE_OLDER_THAN_DAYS", self.prune_older_than_days),
             ("ENGRAM_NOISE_ARCHIVE_AFTER_DAYS", self.noise_archive_after_days),
             ("ENGRAM_MAX_CONTENT_BYTES", self.max_content_bytes),

@@ -117,14 +117,15 @@ def strip_context(text: str) -> str:
 def split_speaker(text: str) -> tuple[str | None, str]:
     """``("Kim", "I prefer ...")`` for a speaker-prefixed turn, else ``(None, text)``.
 
-    ``Name: rest`` is a turn when the rest speaks (first person, reported speech) or is a sentence of three
-    words or more; ``Editor: vim`` stays a copular fact ("the editor is vim").
+    ``Name: rest`` is a turn when the rest speaks (first person, reported speech, an exclamation or a question:
+    ``Dana: Talk soon!``) or is a sentence of three words or more; ``Editor: vim`` stays a copular fact ("the
+    editor is vim").
     """
     m = _SPEAKER.match(text)
     if not m or m["name"].lower() in _NOT_SPEAKERS:
         return None, text
     rest = m["rest"]
-    speaks = _SPEAKS.search(rest) or _REPORTED.match(rest) or len(rest.split()) >= 3
+    speaks = _SPEAKS.search(rest) or _REPORTED.match(rest) or len(rest.split()) >= 3 or rest.endswith(("!", "?"))
     return (m["name"], rest) if speaks else (None, text)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.claims import Claim, same_value
+from engram_pipeline.claims import Claim, head_value, same_value, transient
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
 from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
@@ -60,11 +60,6 @@ _PHRASES = {
     "has": ("has", "does not have"),
     "is": ("is", "is not"),
 }
-# Time words trailing a value say when, not what: "lives in Berlin now" supports "lives in Berlin".
-_TRAILING = re.compile(
-    r"(?:\s+(?:now|today|again|too|also|currently|nowadays|anymore|any more|these days|lately|recently|yesterday"
-    r"|a lot|last (?:week|month|year|spring|summer|autumn|fall|winter)|this (?:week|month|year)))+$"
-)
 _POSSESSIVE = re.compile(r"^\s*(?:my|the user's|user's|our)\s+", re.IGNORECASE)
 
 
@@ -95,10 +90,8 @@ def family(relation: str) -> str:
 
 
 def claim_value(claim: Claim) -> str:
-    """The value a belief holds: up to its first comma (what follows is an aside: "Porto, right by the
-    beach"), without trailing time words ("Lisbon now")."""
-    head = claim.value.split(",")[0].strip() or claim.value
-    return _TRAILING.sub("", head).strip() or head
+    """The value a belief holds (:func:`engram_pipeline.claims.head_value`)."""
+    return head_value(claim.value)
 
 
 def belief_key(subject: str, relation: str, value: str, negated: bool) -> str:
@@ -168,8 +161,8 @@ def vote(
         ballots: dict[tuple[str, ...], dict[str, tuple[str, str, bool, Claim]]] = {}
         for episode in sorted(cluster, key=order):
             for c in claims.get(episode, []):
-                if c.past:
-                    continue  # "used to ..." says nothing about now
+                if c.past or transient(c.value):
+                    continue  # "used to ...", "so tired this week": nothing lasting about now
                 # one vote per episode and slot: its first claim there
                 slot = slot_of(c, seen)
                 ballots.setdefault(slot, {}).setdefault(

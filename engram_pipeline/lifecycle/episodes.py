@@ -1,29 +1,42 @@
 """Consolidation stage 1: group an agent's episodic memories into clusters of similar episodes.
 
-Graph-based: the connected components of the neighbour graph restricted to visible episodes and to pairs with
-cosine >= ``ENGRAM_EPISODE_CLUSTER_SIMILARITY``; components smaller than ``ENGRAM_EPISODE_CLUSTER_MIN_SIZE``
-(singletons at least) stay unclustered. Components chain (``a~b``, ``b~c``), which suits grouping: the belief
-stage votes per claim inside a cluster, so an unrelated episode chained in only adds a vote elsewhere.
+Bounded by time, then by topic:
+
+1. **Sessions.** Episodes in creation order are cut wherever no episode was written for
+   ``ENGRAM_EPISODE_SESSION_GAP_S`` seconds (a conversation's sessions, a day of tool logs), and a session
+   longer than :data:`SESSION_WINDOW` episodes into consecutive windows of that many. A cluster never spans
+   two of them, so no cluster swallows a long conversation (a dozen sessions of small talk used to chain into
+   one component holding 92-97% of the turns).
+2. **Topics.** Inside each window, average linkage (:func:`~engram_pipeline.similarity.average_linkage`)
+   with the objective that a cluster's members are, on average, at least ``ENGRAM_EPISODE_CLUSTER_SIMILARITY``
+   similar to each other (cosine of the stored vectors; with a precomputed ``graph``, its pairs, a pair
+   below its floor counting as 0). Clusters smaller than ``ENGRAM_EPISODE_CLUSTER_MIN_SIZE`` (singletons at
+   least) stay unclustered.
+
+Cost: ``O(n * SESSION_WINDOW)`` for ``n`` episodes (one ``m x m`` matrix per window of ``m`` episodes), linear
+in episodes. What a fact said again weeks later adds is not lost: the belief stage also votes over the
+episodes that speak to the same slot, whatever their session (:func:`~engram_pipeline.lifecycle.beliefs.slot_groups`).
 
 Scope: ``full`` returns every cluster; ``recent`` returns the clusters that hold at least one episode created
 after the watermark of the last finished ``consolidate`` run (clusters are still formed over all episodes, so
-a new episode joins the old ones it repeats). ``EpisodeClusters.watermark`` is this run's ``now``: the next
-``recent`` run starts there.
+a new episode joins the older ones of its session that it repeats). ``EpisodeClusters.watermark`` is this
+run's ``now``: the next ``recent`` run starts there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.model import utcnow
-from engram_pipeline.similarity import PAIRS_SCHEMA, components
+from engram_pipeline.similarity import PAIRS_SCHEMA, average_linkage
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
@@ -32,6 +45,7 @@ if TYPE_CHECKING:
 
 CONSOLIDATE_PASS = "consolidate"
 SCOPES = ("recent", "full")
+SESSION_WINDOW = 256  # most episodes clustered together at once: bounds the cost of a session of bulk imports
 
 
 @dataclass(frozen=True)
@@ -96,8 +110,9 @@ def cluster_episodes(
     """Cluster the agent's visible episodes; see the module docstring.
 
     ``graph`` is a neighbour table (``src_id``, ``dst_id``, ``score``) whose floor is at most
-    ``ENGRAM_EPISODE_CLUSTER_SIMILARITY``; without it the graph of the episodes is computed here. ``since``
-    overrides the recent watermark (default: :func:`last_watermark`).
+    ``ENGRAM_EPISODE_CLUSTER_SIMILARITY``; without it the similarities inside each session window are
+    computed here from the stored vectors. ``since`` overrides the recent watermark (default:
+    :func:`last_watermark`).
     """
     given = {agent_id: since} if since is not None else None
     return episode_clusters(store, [agent_id], scope=scope, graph=graph, now=now, since=given)[agent_id]
@@ -135,28 +150,34 @@ def episode_clusters(
     for agent in agents:
         mine = episodes.take(pa.array(rows[agent], pa.int64()))
         if graph is None:
-            pairs = _episode_graph(mine, store.embedder.dimension, s.episode_cluster_similarity)
+            similar: Similarity = _VectorSimilarity(mine, store.embedder.dimension)
         else:
-            pairs = own_pairs.get(agent, PAIRS_SCHEMA.empty_table())
-        out[agent] = _clusters(mine, pairs, scope=scope, since=since[agent], now=now, settings=s)
+            similar = _PairSimilarity(own_pairs.get(agent, PAIRS_SCHEMA.empty_table()), mine["id"].to_pylist())
+        out[agent] = _clusters(mine, similar, scope=scope, since=since[agent], now=now, settings=s)
     return out
 
 
 def _clusters(
-    episodes: pa.Table, pairs: pa.Table, *, scope: str, since: str | None, now: datetime, settings: Settings
+    episodes: pa.Table, similar: Similarity, *, scope: str, since: str | None, now: datetime, settings: Settings
 ) -> EpisodeClusters:
-    """One agent's clusters from its episodes (``id``, ``created_at``) and their neighbour pairs."""
+    """One agent's clusters from its episodes (``id``, ``created_at``) and how similar they are."""
     ids = episodes["id"].combine_chunks() if episodes.num_rows else pa.array([], pa.string())
     if since is not None and episodes.num_rows:
         cut = pa.scalar(datetime.fromisoformat(since), type=pa.timestamp("us", tz="UTC"))
         recent = set(pc.filter(ids, pc.greater(episodes["created_at"], cut)).to_pylist())
     else:
         recent = set(ids.to_pylist())
-    found = [
-        tuple(c)
-        for c in components(pairs, settings.episode_cluster_similarity)
-        if len(c) >= max(2, settings.episode_cluster_min_size) and not recent.isdisjoint(c)
-    ]
+    names = ids.to_pylist()
+    smallest = max(2, settings.episode_cluster_min_size)
+    found = []
+    for window in session_windows(episodes["created_at"].to_pylist(), names, settings.episode_session_gap_s):
+        if len(window) < smallest or recent.isdisjoint(names[i] for i in window):
+            continue
+        for group in average_linkage(similar.matrix(window), settings.episode_cluster_similarity):
+            cluster = tuple(sorted(names[window[i]] for i in group))
+            if len(cluster) >= smallest and not recent.isdisjoint(cluster):
+                found.append(cluster)
+    found.sort(key=lambda c: (-len(c), c[0]))
     clustered = {i for c in found for i in c}
     return EpisodeClusters(
         scope=scope,
@@ -166,6 +187,72 @@ def _clusters(
         since=since,
         watermark=now.isoformat(),
     )
+
+
+def session_windows(
+    times: Sequence[datetime | None], ids: Sequence[str], gap_s: float, *, window: int = SESSION_WINDOW
+) -> list[list[int]]:
+    """Row indices of episodes cut into sessions (in ``(time, id)`` order, a new one after a pause longer than
+    ``gap_s`` seconds), and each session into consecutive windows of at most ``window`` rows.
+
+    >>> from datetime import UTC
+    >>> t = [datetime(2026, 1, d, h, tzinfo=UTC) for d, h in [(1, 9), (1, 10), (3, 9), (1, 11)]]
+    >>> session_windows(t, ["a", "b", "c", "d"], 6 * 3600)
+    [[0, 1, 3], [2]]
+    """
+    floor = datetime.min.replace(tzinfo=UTC)
+    order = sorted(range(len(ids)), key=lambda i: (times[i] or floor, ids[i]))
+    gap = timedelta(seconds=gap_s)
+    sessions: list[list[int]] = []
+    last: datetime | None = None
+    for i in order:
+        at = times[i] or floor
+        if not sessions or last is None or at - last > gap:
+            sessions.append([])
+        sessions[-1].append(i)
+        last = at
+    return [s[k : k + window] for s in sessions for k in range(0, len(s), window)]
+
+
+class Similarity(Protocol):
+    def matrix(self, rows: Sequence[int]) -> np.ndarray:
+        """The ``len(rows) x len(rows)`` cosine similarities of the episodes at ``rows``."""
+        ...
+
+
+class _VectorSimilarity:
+    """Cosines from the stored vectors (normalised here; a zero vector is similar to nothing)."""
+
+    def __init__(self, episodes: pa.Table, dim: int) -> None:
+        from engram_pipeline.lifecycle.graph import vectors_of
+
+        v = vectors_of(episodes["vector"], dim) if episodes.num_rows else np.zeros((0, dim), np.float32)
+        norms = np.linalg.norm(v, axis=1, keepdims=True)
+        self.vectors = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+
+    def matrix(self, rows: Sequence[int]) -> np.ndarray:
+        v = self.vectors[np.asarray(rows, dtype=np.int64)]
+        return np.asarray(v @ v.T, dtype=np.float64)
+
+
+class _PairSimilarity:
+    """Cosines from a neighbour table: a pair it does not hold is below its floor and counts as 0."""
+
+    def __init__(self, pairs: pa.Table, ids: Sequence[str]) -> None:
+        self.ids = list(ids)
+        self.score: dict[tuple[str, str], float] = {}
+        for a, b, x in zip(
+            pairs["src_id"].to_pylist(), pairs["dst_id"].to_pylist(), pairs["score"].to_pylist(), strict=True
+        ):
+            self.score[(a, b)] = self.score[(b, a)] = max(float(x), self.score.get((a, b), float("-inf")))
+
+    def matrix(self, rows: Sequence[int]) -> np.ndarray:
+        names = [self.ids[i] for i in rows]
+        m = np.eye(len(names))
+        for x, a in enumerate(names):
+            for y in range(x + 1, len(names)):
+                m[x, y] = m[y, x] = self.score.get((a, names[y]), 0.0)
+        return m
 
 
 def _pairs_by_agent(graph: Any, episodes: pa.Table) -> dict[str, pa.Table]:
@@ -184,12 +271,3 @@ def _pairs_by_agent(graph: Any, episodes: pa.Table) -> dict[str, pa.Table]:
         str(agent): part.drop("agent_id", "dst_agent").to_arrow().cast(schema)
         for (agent,), part in pairs.partition_by("agent_id", as_dict=True, maintain_order=True).items()
     }
-
-
-def _episode_graph(episodes: pa.Table, dim: int, floor: float) -> pa.Table:
-    from engram_pipeline.lifecycle.graph import vectors_of
-    from engram_pipeline.similarity import PAIRS_SCHEMA, neighbour_graph
-
-    if episodes.num_rows < 2:
-        return PAIRS_SCHEMA.empty_table()
-    return neighbour_graph(episodes["id"], vectors_of(episodes["vector"], dim), floor=floor)

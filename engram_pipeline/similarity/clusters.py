@@ -1,14 +1,18 @@
 """Clusters over a neighbour graph (:data:`~engram_pipeline.similarity.graph.PAIRS_SCHEMA`), shared by passes.
 
-Two shapes, for two kinds of decision:
+Three shapes, for three kinds of decision:
 
 * :func:`components`: connected components of the pairs in a score band. Transitive: ``a~b`` and ``b~c`` put
-  ``a`` and ``c`` together however far apart they are, which suits grouping (episode clustering, review),
-  never merging. Cost: ``O(pairs)`` (one sparse graph, ``scipy.sparse.csgraph``).
+  ``a`` and ``c`` together however far apart they are, which suits grouping (review), never merging. Cost:
+  ``O(pairs)`` (one sparse graph, ``scipy.sparse.csgraph``).
 * :func:`star_clusters`: greedy canonical-first stars. Every member is in the band *with its canonical*, so
   there are no chains: what a merge needs. Cost: ``O(pairs log pairs)`` in Python over the pairs in the band.
+* :func:`average_linkage`: agglomerative clusters of a small dense similarity matrix, merged while the mean
+  similarity between two clusters is at least a threshold (UPGMA). No chains either: a member joins a cluster
+  only if it is, on average, that similar to all of it (episode clustering, inside a session window). Cost:
+  ``O(m^2)`` for ``m`` rows (``scipy.cluster.hierarchy``), so callers bound ``m``.
 
-Both are deterministic: the same pairs (in any row order) give the same clusters.
+All are deterministic: the same pairs (in any row order) give the same clusters.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -110,3 +115,29 @@ def star_clusters(
         assigned.update(member for member, _ in members)
         clusters.append((canonical, members))
     return clusters
+
+
+def average_linkage(similarity: np.ndarray, threshold: float) -> list[list[int]]:
+    """Clusters of the rows of a square, symmetric ``similarity`` matrix by average linkage (UPGMA), cut at
+    ``threshold``: two clusters merge, most similar first, while the mean similarity over every pair of their
+    members is at least ``threshold``. The objective is that every cluster's members are, on average, that
+    similar to each other, whatever chains of pairs link them.
+
+    Returns lists of row indices (each sorted; singletons included), largest first, then by first index.
+
+    >>> s = np.array([[1, .9, .7, 0], [.9, 1, .8, 0], [.7, .8, 1, .7], [0, 0, .7, 1]])
+    >>> average_linkage(s, 0.6)
+    [[0, 1, 2], [3]]
+    """
+    m = len(similarity)
+    if m < 2:
+        return [[0]] if m else []
+    distance = 1.0 - np.clip(np.asarray(similarity, dtype=np.float64), -1.0, 1.0)
+    distance = (distance + distance.T) / 2
+    np.fill_diagonal(distance, 0.0)
+    condensed = distance[np.triu_indices(m, k=1)]
+    labels = fcluster(linkage(condensed, method="average"), t=1.0 - threshold + 1e-9, criterion="distance")
+    groups: dict[int, list[int]] = {}
+    for i, label in enumerate(labels.tolist()):
+        groups.setdefault(label, []).append(i)
+    return sorted(groups.values(), key=lambda g: (-len(g), g[0]))

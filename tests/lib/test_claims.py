@@ -72,6 +72,25 @@ PAIRS = [
     ("Alice has three cats", "Alice has 3 cats", None),
     ("The meeting is at 3pm", "The party is at 4pm", None),
     ("Alice has 3 cats", "Bob has 5 cats", None),
+    # dialogue turns (issue 34): each speaker speaks for themselves; a third person they both name can clash
+    ("Priya: The weather is awful here.", "Tom: The weather is lovely here.", None),
+    ("Mira: Our landlord is strict.", "Jonas: Our landlord is so relaxed.", None),
+    ("Dana: The kids are sleeping well.", "Leo: The kids are not sleeping well.", None),
+    ("Dana: We have 2 weddings this month.", "Leo: We have 3 weddings this month.", None),
+    ("Dana: I love hiking, honestly.", "Leo: I don't like hiking.", None),
+    ("Dana: Leo lives in Porto.", "Leo: I live in Madrid.", None),
+    ("Dana: Sam lives in Porto.", "Leo: Sam lives in Madrid now.", "value_swap"),
+    ("Dana: The kids are sleeping well.", "Dana: The kids are not sleeping well.", "negation"),
+    # a value's aside is not its value; a state this week is not a value; an activity is not exclusive
+    ("Mira: I live in Krakow, near the river.", "Mira: I still live in Krakow, the rent keeps rising.", None),
+    ("Jonas: I work at Initech, in the data team.", "Jonas: I still work at Initech, three years now.", None),
+    ("Mira: I live in Krakow, near the river.", "Mira: I still live in Ghent, the rent keeps rising.", "value_swap"),
+    ("Jonas: I'm so stressed this week, honestly.", "Jonas: I'm so relaxed this week, honestly.", None),
+    ("The meeting is at 3pm today", "The meeting is at 4pm today", "quantity"),
+    ("This project uses Python", "This project uses Rust", "value_swap"),  # a note's "this" is its context
+    ("Dana: That app is a great idea.", "Dana: That app is a terrible idea.", None),  # a turn's, the talk before
+    ("Dana is busy today", "Dana is not busy today", "negation"),
+    ("Dana: I'm still training to be a paramedic.", "Dana: I am a nurse.", None),
     # no claims, unrelated
     ("Hello there", "Good morning", None),
     ("User lives in Berlin", "The weather is nice today", None),

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engram_pipeline.similarity import PAIRS_SCHEMA, components, neighbour_graph, star_clusters
+from engram_pipeline.similarity import PAIRS_SCHEMA, average_linkage, components, neighbour_graph, star_clusters
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -139,6 +139,24 @@ def test_star_clusters_band_eligibility_and_order() -> None:
     assert star_clusters(shuffled, ["A", "C", "E", "F"], 0.85, 0.97) == star_clusters(
         pairs, ["A", "C", "E", "F"], 0.85, 0.97
     )
+
+
+def test_average_linkage_does_not_chain_where_components_do() -> None:
+    # a chain: each row 0.9 similar to the next, unrelated to the rest (small talk linked turn by turn)
+    n = 10
+    s = np.eye(n)
+    for i in range(n - 1):
+        s[i, i + 1] = s[i + 1, i] = 0.9
+    ids = [f"r{i}" for i in range(n)]
+    chain = _pairs([(ids[i], ids[i + 1], 0.9) for i in range(n - 1)])
+    assert components(chain, 0.6) == [sorted(ids)]
+    assert max(map(len, average_linkage(s, 0.6))) == 2
+    # a topic: every pair 0.7 similar, plus one row 0.65 similar to two of them only
+    t = np.full((5, 5), 0.7)
+    t[4, :] = t[:, 4] = [0.65, 0.65, 0.0, 0.0, 1.0]
+    np.fill_diagonal(t, 1.0)
+    assert average_linkage(t, 0.6) == [[0, 1, 2, 3], [4]]
+    assert average_linkage(np.eye(0), 0.6) == [] and average_linkage(np.eye(1), 0.6) == [[0]]
 
 
 def test_components() -> None:

@@ -5,16 +5,16 @@
     python bench/bench_consolidation_quality.py --only sessions     # the labelled multi-session dialogues only
 
 Multi-session dialogue (issue 34): the labelled corpus ``bench/data/sessions/labelled.jsonl``
-(:mod:`engram_pipeline.session_corpus`: three two-person conversations of 16 sessions), imported turn by turn
+(:mod:`tests.corpora.sessions`: three two-person conversations of 16 sessions), imported turn by turn
 with the write path's checks, then the contradiction pass and a ``full`` consolidation per conversation. Per
 conversation: the largest episode cluster's share of the stored turns, derived beliefs that say a labelled fact
 about their speaker (precision) and labelled facts said in two or more sessions that became a belief
 (coverage), turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
 evidence recall@10 of a question per fact before and after the passes (also counting a belief with the turns
-it was derived from: :func:`engram_pipeline.session_corpus.provenance_recall`), and the time of the passes at two
+it was derived from: :func:`tests.corpora.sessions.provenance_recall`), and the time of the passes at two
 sizes (32 and 128 sessions per conversation, generated the same way). The judge of the contradiction pass is named.
 
-Quality: the hand-written conversations and tool logs of ``engram_pipeline/conversations.py`` (three agents,
+Quality: the hand-written conversations and tool logs of ``tests/corpora/conversations.py`` (three agents,
 several speakers, reported speech, hedges, changes of mind, small talk, logged fixes), imported as episodes,
 consolidated with ``scope=full``; derived beliefs and procedures are matched against what a careful reader
 concludes (``BELIEFS``, ``PROCEDURES``).
@@ -38,9 +38,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-from engram_pipeline import conversations as cv  # noqa: E402
-from engram_pipeline import session_corpus as sc  # noqa: E402
-from engram_pipeline.dialogues import evidence_recall  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.consolidation import consolidate  # noqa: E402
 from engram_pipeline.lifecycle.contradictions import detect_contradictions  # noqa: E402
@@ -48,6 +45,9 @@ from engram_pipeline.lifecycle.episodes import cluster_episodes  # noqa: E402
 from engram_pipeline.lifecycle.extractors import default_extractor  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
+from tests.corpora import conversations as cv  # noqa: E402
+from tests.corpora import sessions as sc  # noqa: E402
+from tests.corpora.dialogues import evidence_recall  # noqa: E402
 
 
 def derived(store: MemoryStore, agent: str, kind: str) -> list[dict]:

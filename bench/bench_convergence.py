@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from engram_pipeline.dialogues import ranked_ids  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.judge import get_judge  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import pipeline_sweep  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 from engram_pipeline.visibility import is_visible  # noqa: E402
+from tests.corpora.dialogues import ranked_ids  # noqa: E402
 
 START = datetime(2026, 1, 1, 8, tzinfo=UTC)
 PEOPLE = ["Dana", "Ravi", "Lena", "Omar"]

@@ -3,7 +3,7 @@
     python bench/bench_decay_safety.py                       # 10 agents x 12 sessions x 50 turns, MiniLM
     python bench/bench_decay_safety.py --embedder hashing --agents 3 --sessions 6 --turns 20   # quick
 
-Corpus: :func:`engram_pipeline.dialogues.dialogue_corpus`, written for this project (several speakers per
+Corpus: :func:`tests.corpora.dialogues.dialogue_corpus`, written for this project (several speakers per
 agent, facts stated once and never repeated, facts restated in other words, changes of mind, small talk),
 imported as episodic memories; every question knows the turns that answer it.
 
@@ -15,7 +15,7 @@ default, whose noise rule ``bench_convergence.py`` measures) and each time after
 - *after*: recall on a store the full pipeline ran over at every earlier offset and at this one.
 
 recall@k is the share of questions with an evidence turn among the first k ids recall returns (a derived hit's
-evidence counts, see ``engram_pipeline.dialogues.ranked_ids``); nothing is recalled between runs. It prints
+evidence counts, see ``tests.corpora.dialogues.ranked_ids``); nothing is recalled between runs. It prints
 recall@5/10/20 before and after, after/before as a ratio, recall@10 per age bucket of the evidence (the age
 of the newest evidence turn at that ``now``) and the store's size (visible / total rows).
 """
@@ -31,12 +31,12 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from engram_pipeline.dialogues import Question, dialogue_corpus, evidence_recall  # noqa: E402
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.health import health  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import run_pipeline  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
+from tests.corpora.dialogues import Question, dialogue_corpus, evidence_recall  # noqa: E402
 
 OFFSETS = (0, 30, 90, 365)
 KS = (5, 10, 20)

@@ -1,4 +1,5 @@
-"""The ``>>>`` examples in the library's and the code location's docstrings run, so they cannot drift.
+"""The ``>>>`` examples in the docstrings of the library, the code location and the shared corpora run, so they
+cannot drift.
 
 One test per module that carries an example; a failing example prints the doctest report (expected and got).
 """
@@ -14,13 +15,14 @@ import pytest
 
 import assets
 import engram_pipeline
+from tests import corpora  # the corpora the tests and benchmarks share
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _modules_with_examples() -> list[str]:
     names = []
-    for package in (engram_pipeline, assets):
+    for package in (engram_pipeline, assets, corpora):
         infos = [package.__name__, *(i.name for i in pkgutil.walk_packages(package.__path__, package.__name__ + "."))]
         for name in infos:
             spec = importlib.util.find_spec(name)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engram_pipeline import conversations as cv
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.lifecycle.consolidation import consolidate
 from engram_pipeline.store import MemoryStore
+from tests.corpora import conversations as cv
 
 
 def derived(store: MemoryStore, agent: str, kind: str) -> list[dict]:

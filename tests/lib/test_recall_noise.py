@@ -7,12 +7,12 @@ import tempfile
 
 import pytest
 
-from engram_pipeline.dialogues import dialogue_corpus, evidence_recall, ranked_ids
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.information import information_of
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.recall import noise_share
+from tests.corpora.dialogues import dialogue_corpus, evidence_recall, ranked_ids
 
 
 def test_small_talk_sharing_the_query_words_ranks_below_the_fact(store: MemoryStore) -> None:

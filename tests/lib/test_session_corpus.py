@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from engram_pipeline import session_corpus as sc
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.lifecycle.consolidation import consolidate
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
@@ -17,6 +16,7 @@ from engram_pipeline.lifecycle.episodes import cluster_episodes
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.corpora import sessions as sc
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"

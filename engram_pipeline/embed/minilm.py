@@ -101,11 +101,20 @@ class BertEncoder:
         w = self.weights
         return self.torch.nn.functional.layer_norm(x, x.shape[-1:], w[name + ".weight"], w[name + ".bias"], self.eps)
 
-    def _forward(self, ids: Any, mask: Any) -> Any:
+    def tokenizer_for(self, max_length: int) -> Any:
+        """A ``tokenizers.Tokenizer`` of this model truncating at ``max_length`` tokens, padding to the longest."""
+        tokenizer = self.tokenizer.from_str(self.tokenizer.to_str())
+        tokenizer.enable_truncation(max_length)
+        return tokenizer
+
+    def hidden(self, ids: Any, mask: Any, types: Any = None) -> Any:
+        """The last layer's token vectors, ``(n, length, hidden)``, for token ``ids`` with their attention
+        ``mask`` and token ``types`` (segment ids; None: all 0)."""
         w, f = self.weights, self.torch.nn.functional
         n, length = ids.shape
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-        x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        segments = w["embeddings.token_type_embeddings.weight"]
+        x = self._norm(x + (segments[0] if types is None else segments[types]), "embeddings.LayerNorm")
         keep = mask.bool()[:, None, None, :]  # attend to the text's tokens, not the padding
 
         def heads(t: Any) -> Any:
@@ -118,6 +127,11 @@ class BertEncoder:
             x = self._norm(self._dense(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
             h = f.gelu(self._dense(x, p + "intermediate.dense"))
             x = self._norm(self._dense(h, p + "output.dense") + x, p + "output.LayerNorm")
+        return x
+
+    def _forward(self, ids: Any, mask: Any) -> Any:
+        x = self.hidden(ids, mask)
+        f = self.torch.nn.functional
         m = mask.unsqueeze(-1).to(x.dtype)
         pooled = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
         return f.normalize(pooled, dim=1)

@@ -13,8 +13,8 @@ Each is measured as wall seconds and as the CPU seconds (user + system) the proc
 time mostly measures the queue for a core, the CPU time what the process costs. The figures are medians over
 ``--repeats``, and each is also given as a ratio to references measured in the same run, alternated with the
 cases: ``python -c pass`` (the interpreter) and ``python -c "import engram_pipeline"`` (the package); with
-MiniLM also ``python -c "import sentence_transformers"``, the floor a process that loads the model through
-sentence-transformers pays before the model itself.
+MiniLM also ``python -c "import sentence_transformers"``, what a process paid before the model itself while
+the library ran it through sentence-transformers (before ``ebf8ca5``).
 
     python bench/bench_startup.py                                  # MiniLM (the default) and hashing, 3 repeats
     python bench/bench_startup.py --embedders hashing --repeats 5

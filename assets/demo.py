@@ -33,7 +33,6 @@ from assets.instance import prepare_environment
 # A materialization's metadata entries that are not a count of what the pass did.
 NOT_COUNTS = {"duration_s", "floor", "mean_score"}
 PIPELINE_JOB = "full_pipeline_job"  # every per-agent pass but the merge apply, in lineage order
-APPLY_JOB = "corpus_merge_apply_job"
 MAINTENANCE_JOB = "maintenance_job"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -141,6 +140,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO = sys.stdout) -> int:
     from dagster import DagsterInstance
 
     from assets.definitions import defs
+    from assets.hygiene_assets import APPLY_JOB
     from assets.partitions import AGENTS
 
     ok = True

@@ -1,16 +1,20 @@
 """Corpus hygiene: contradiction detection, and the review-gated corpus merge (plan, then apply).
 
-The plan is a dry run: its materialization shows the numbered clusters a reviewer approves or rejects.
-Applying is a separate job, ``corpus_merge_apply_job``, launched with the plan id (default: the partition's
-only pending plan) and the numbers of the clusters to reject, or with ``discard`` to close the plan whole.
+The plan is a dry run: its materialization shows the numbered clusters a reviewer approves or rejects, and
+above them two links to ``corpus_merge_apply_job``'s launchpad with the run config prefilled for this plan and
+partition (:func:`act_on_plan`): applying or discarding is a click on **Launch Run**, without typing the plan id
+(rejecting clusters is typing their numbers into ``reject``). The job can also be launched by hand with the
+plan id (default: the partition's only pending plan), or with ``discard`` to close the plan whole.
 """
 
 from typing import Any
+from urllib.parse import quote, urlencode
 
-from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, asset
+import yaml
+from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from assets._report import merge_review, report_metadata, run_id_of, run_pass, timed
+from assets._report import location_of, merge_review, report_metadata, run_id_of, run_pass, timed
 from assets.partitions import PASS_RETRY, agents
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
@@ -18,6 +22,7 @@ from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolida
 from engram_pipeline.lifecycle.merge_review import discard_plan
 
 GROUP = "hygiene"
+APPLY_JOB = "corpus_merge_apply_job"
 ACTOR = "dagster"  # who rejected clusters or discarded a plan, in the audit (the run id is recorded with it)
 
 
@@ -55,7 +60,8 @@ def corpus_merge_plan(context: AssetExecutionContext, engram: EngramStore, neigh
     )
     omit = ("per_cluster", "rejected")  # a plan rejects nothing; the review table shows the clusters
     meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=omit)
-    return MaterializeResult(metadata={**meta, **merge_review(report)})
+    act = act_on_plan(context, agent, report.plan_id)  # first, so that it is above the fold
+    return MaterializeResult(metadata={**act, **meta, **merge_review(report)})
 
 
 @asset(partitions_def=agents, deps=[corpus_merge_plan], retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
@@ -81,6 +87,34 @@ def corpus_merge_apply(
         raise Failure(description=str(exc), allow_retries=False) from exc
     meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster", "expired"))
     return MaterializeResult(metadata={**meta, **merge_review(report)})
+
+
+def act_on_plan(context: AssetExecutionContext, agent: str, plan_id: str | None) -> dict[str, Any]:
+    """``act``: links to the apply job's launchpad in this code location, prefilled with this partition and a
+    run config naming ``plan_id`` (one to apply it with ``reject: []``, one to discard it); none without a plan,
+    or outside a run launched from a code location (:func:`location_of`).
+
+    The links are relative to the UI's root, so they hold for whatever host and port serve it (not under a
+    ``--path-prefix``)."""
+    location = location_of(context)
+    if not plan_id or location is None:
+        return {}
+    op = corpus_merge_apply.op.name
+    setup = f"/locations/__repository__@{quote(location)}/jobs/{APPLY_JOB}/playground/setup"
+
+    def launchpad(config: CorpusMergeApplyConfig, *fields: str) -> str:
+        run_config = {"ops": {op: {"config": config.model_dump(include=set(fields))}}}
+        tags = {"tags[0][key]": "dagster/partition", "tags[0][value]": agent}
+        return f"{setup}?{urlencode({'config': yaml.safe_dump(run_config, sort_keys=False), **tags})}"
+
+    apply = launchpad(CorpusMergeApplyConfig(plan_id=plan_id), "plan_id", "reject")
+    discard = launchpad(CorpusMergeApplyConfig(plan_id=plan_id, discard=True), "plan_id", "discard")
+    text = (
+        f"**Plan `{plan_id}` was stored pending.** [Apply this plan]({apply}) (the launchpad opens with its id "
+        "and partition filled in: list the numbers of clusters to keep apart in `reject`, then **Launch Run**) "
+        f"or [discard it]({discard}). A plan applied, discarded or expired since is refused, and the run says so."
+    )
+    return {"act": MetadataValue.md(text)}
 
 
 def _discard(store: Any, agent: str, config: CorpusMergeApplyConfig) -> MaterializeResult:

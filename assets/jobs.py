@@ -4,7 +4,8 @@ for the human-scale flows (a merge plan to review, a backfill of a few agents) a
 
 Applying a corpus merge is never part of a scheduled job: it is ``corpus_merge_apply_job``, launched by a
 person with the reviewed plan id and the clusters to reject
-(``ops: {corpus_merge_apply: {config: {plan_id: ..., reject: [2]}}}`` in the launchpad), or ``discard: true``.
+(``ops: {corpus_merge_apply: {config: {plan_id: ..., reject: [2]}}}`` in the launchpad), or ``discard: true``;
+the plan's materialization links to that launchpad with the config filled in (``hygiene_assets.act_on_plan``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dagster import AssetSelection, define_asset_job
 from assets.consolidation_assets import archival, beliefs, episode_clusters, procedures, schemas
 from assets.graph_assets import neighbour_graph
 from assets.health_assets import memory_health
-from assets.hygiene_assets import contradictions, corpus_merge_apply, corpus_merge_plan
+from assets.hygiene_assets import APPLY_JOB, contradictions, corpus_merge_apply, corpus_merge_plan
 from assets.maintenance_assets import confidence_decay, importance_decay, stm_promotion, store_maintenance
 from assets.shard_assets import shard_key
 
@@ -39,7 +40,7 @@ corpus_merge_plan_job = define_asset_job(
     description="Dry run: plan the corpus merge for review. Nothing is merged.",
 )
 corpus_merge_apply_job = define_asset_job(
-    "corpus_merge_apply_job",
+    APPLY_JOB,
     AssetSelection.assets(corpus_merge_apply),
     description="Apply exactly one reviewed plan (config plan_id, and reject: cluster numbers not to merge), "
     "or discard it (discard: true).",

@@ -59,6 +59,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "plan_sweep": (["--agents", "100", "--memories", "50"], ["--agents", "1000", "--memories", "100"]),
     "side_versions": (["--appends", "1000"], []),
     "convergence": (["--agents", "1", "--every", "7"], []),
+    "startup": (["--repeats", "3"], ["--repeats", "5"]),
 }
 
 

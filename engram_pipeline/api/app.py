@@ -15,6 +15,7 @@ import errno
 import logging
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -65,13 +66,12 @@ def create_app(
             opened = MemoryStore.open(settings=settings)
             state = ApiState(opened, settings, keys, AccessRecorder(opened, interval_s=access_interval_s))
             app.state.engram = state
-        # Load the embedder before serving: uvicorn accepts connections only once the lifespan has started,
-        # so the first recall is as fast as the others. A failure (an unreachable embedding endpoint) leaves
-        # the server up but not ready; /readyz retries the warm-up.
-        try:
-            state.warm_up()
-        except Exception as exc:
-            log.warning("engram: warm-up failed, not ready yet: %s", exc)
+        # Load the embedder in the background: uvicorn accepts connections once the lifespan has started, so
+        # the server answers at once (/healthz, and the routes that embed nothing) while the model loads, in
+        # seconds for MiniLM; a request that embeds waits for the load (once per process, under a lock), and
+        # /readyz answers 200 once it is done. A failure (an unreachable embedding endpoint) leaves the server
+        # up but not ready; /readyz retries the warm-up.
+        threading.Thread(target=_warm_up, args=(state,), name="engram-warm-up", daemon=True).start()
         state.access.start()
         # One BLAS thread while serving: the write path's matrix products are small (a batch of rows against an
         # agent's), and after each one OpenBLAS's idle worker spins for a while waiting for more, which held a
@@ -151,6 +151,13 @@ def _plain_error(error: Any) -> dict[str, Any]:
     elif error.get("type") == "extra_forbidden":
         msg = "unknown field"
     return {"loc": ".".join(loc), "msg": msg, "type": str(error.get("type", ""))}
+
+
+def _warm_up(state: ApiState) -> None:
+    try:
+        state.warm_up()
+    except Exception as exc:
+        log.warning("engram: warm-up failed, not ready yet: %s", exc)
 
 
 def app_from_env() -> FastAPI:

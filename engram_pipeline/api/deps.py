@@ -29,8 +29,8 @@ from engram_pipeline.store import MemoryNotFound, MemoryStore, UnknownAgent
 class ApiState:
     """What the app holds for its lifetime (``app.state.engram``).
 
-    ``ready`` turns true once :meth:`warm_up` has embedded a text and read the store, so that the first recall
-    does not pay for loading the model (``GET /readyz``).
+    ``ready`` turns true once :meth:`warm_up` has embedded a text and read the store (``GET /readyz``); the
+    lifespan starts it in the background, so that the server answers while the model loads.
     """
 
     store: MemoryStore
@@ -41,7 +41,8 @@ class ApiState:
     _warming: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warm_up(self) -> None:
-        """Load the embedder (one embedding) and touch the memories table; then the state is ready."""
+        """Load the embedder (one embedding) and touch the memories table; then the state is ready. A call
+        while another warms up waits for it."""
         with self._warming:
             if not self.ready:
                 self.store.embedder.embed(["warm up"])

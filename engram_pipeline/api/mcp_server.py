@@ -4,7 +4,8 @@ Tools: ``remember``, ``recall``, ``get_memory``, ``update_memory`` and ``delete_
 ``expectedVersion``; a stale one is a ``CONFLICT`` error telling the agent to re-read), ``restore_memory``,
 ``promote_memories`` (STM promotion, run now), ``consolidate_corpus`` (``dryRun`` defaults to true;
 applying names a reviewed ``planId`` and needs a server started with ``--admin``), ``discard_merge_plan``
-(admin too) and ``get_health``. The embedder is loaded before the server reads its first request.
+(admin too) and ``get_health``. The embedder loads in the background from the start: the server answers at
+once, and the first tool that embeds waits for the load.
 
 Naming: tools are ``verb_noun`` in snake_case, arguments camelCase (the HTTP API and the Python client are
 snake_case throughout). Every argument has a description, and its bounds are in the schema (``k`` 1..100,
@@ -26,6 +27,8 @@ found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can ac
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -334,5 +337,14 @@ def run_mcp(agent_id: str, settings: Settings, *, admin: bool = False) -> None:
     """Open the store from ``settings`` and serve ``agent_id``'s memory tools over stdio until EOF."""
     check_id("agent_id", agent_id)
     store = MemoryStore.open(settings=settings)
-    store.embedder.embed(["warm up"])  # load the model before the first tool call, not during it
+    # Load the model in the background: the server answers initialize and tools/list at once, and the first
+    # tool that embeds waits for the load (the embedders load once per process, under a lock).
+    threading.Thread(target=_warm_up, args=(store,), name="engram-warm-up", daemon=True).start()
     build_mcp(store, agent_id, admin=admin).run("stdio")
+
+
+def _warm_up(store: MemoryStore) -> None:
+    try:
+        store.embedder.embed(["warm up"])
+    except Exception as exc:  # the tool that embeds reports it to the client
+        print(f"engram mcp: the embedder did not load: {exc}", file=sys.stderr)

@@ -14,9 +14,10 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+import pyarrow as pa
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from engram_pipeline.model import Kind, Memory, Outcome, Source, Tier
+from engram_pipeline.model import PLAN_SCHEMA, Kind, Memory, Outcome, PlanStatus, Source, Tier
 from engram_pipeline.store.results import RememberOutcome
 
 # The limits are the store's (one place: engram_pipeline.store.validation); the models repeat them only so that
@@ -238,6 +239,32 @@ class CorpusMergeRequest(Request):
         if self.dry_run and (self.plan_id is not None or self.reject):
             raise ValueError("plan_id and reject are only used to apply: send dry_run: false with them")
         return self
+
+
+# -- corpus-merge plans ----------------------------------------------------------------------------------
+def _plan_field(column: pa.Field) -> tuple[Any, Any]:
+    """A plan column as a response field: ``body`` and ``result`` are the JSON the store decodes, ``status`` a
+    PlanStatus; the rest by Arrow type (a column of another type fails here, at import, not in a response)."""
+    if column.name == "body":
+        return dict[str, Any], ...
+    if column.name == "result":
+        return dict[str, Any] | None, None
+    if column.name == "status":
+        return PlanStatus, ...
+    python = str if pa.types.is_string(column.type) else datetime if pa.types.is_timestamp(column.type) else None
+    if python is None:
+        raise TypeError(f"plans column {column.name}: no response type for {column.type}")
+    return python | None, None
+
+
+# One field per column of ``model.PLAN_SCHEMA`` (derived, so the two cannot drift).
+PlanOut = create_model(
+    "PlanOut",
+    __doc__="A corpus-merge plan: ``body`` holds its numbered clusters (canonical, members, their versions and "
+    "similarities), ``result`` what applying, discarding or expiring it recorded.",
+    **{column.name: _plan_field(column) for column in PLAN_SCHEMA},  # type: ignore[call-overload]
+)
+PlanList = create_model("PlanList", data=(list[PlanOut], ...), count=(int, ...))  # type: ignore[valid-type]
 
 
 class ReportResponse(BaseModel):

@@ -29,7 +29,7 @@ def mcp(
     admin: Annotated[bool, typer.Option("--admin", help="let consolidate_corpus apply reviewed merge plans")] = False,
 ) -> None:
     """Run the MCP server (stdio) for one agent."""
-    library("engram_pipeline.api", "run_mcp", what="engram mcp")(agent, state(ctx).settings, admin=admin)
+    library("engram_pipeline.api.mcp_server", "run_mcp", what="engram mcp")(agent, state(ctx).settings, admin=admin)
 
 
 def demo(

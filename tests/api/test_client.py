@@ -12,8 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from api_helpers import two_clusters
 
+from engram_pipeline.api.models import MemoryOut, PlanOut
 from engram_pipeline.client import (
+    Conflict,
     EngramClient,
     Forbidden,
     InvalidRequest,
@@ -22,6 +25,8 @@ from engram_pipeline.client import (
     Unauthorized,
     VersionConflict,
 )
+from engram_pipeline.settings import Settings
+from engram_pipeline.store import MemoryStore
 
 KEYS = "alice-key:tok-alice:alice;bob-key:tok-bob:bob;ops:tok-admin:*"
 REPO = Path(__file__).resolve().parents[2]
@@ -34,8 +39,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("client")
+def server_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's working directory; its store is ``store`` in it."""
+    return tmp_path_factory.mktemp("client")
+
+
+@pytest.fixture(scope="module")
+def server(server_home: Path) -> Iterator[str]:
+    tmp = server_home
     port = _free_port()
     script = Path(sys.executable).parent / "engram"
     command = (
@@ -156,6 +167,75 @@ def test_cognitive_namespace(alice: EngramClient, admin: EngramClient) -> None:
     assert health.contradiction_count >= 0 and health.stale_count >= 0
     with pytest.raises(NotFound, match="unknown agent"):
         admin.cognitive.health("nobody")
+
+
+@pytest.mark.integration
+def test_memories_namespace(alice: EngramClient) -> None:
+    """``client.memories``: every verb over HTTP, answered with the API's own models."""
+    text = "User keeps a blue notebook for meeting notes"
+    made = alice.memories.store("alice", text, tags=("notes",), importance=0.6)
+    assert isinstance(made.memory, MemoryOut) and made.outcome == "created" and made.memory.tags == ["notes"]
+    got = alice.memories.get(made.memory.id)
+    assert (got.content, got.version, got.importance) == (text, made.memory.version, 0.6)
+    hits = alice.memories.recall("alice", text, k=3)
+    assert hits.count == len(hits.data) and hits.data[0].memory.id == made.memory.id
+    updated = alice.memories.update(got.id, expected_version=got.version, importance=0.8, tags=["notes", "ui"])
+    assert (updated.version, updated.importance, updated.tags) == (got.version + 1, 0.8, ["notes", "ui"])
+    with pytest.raises(VersionConflict) as stale:
+        alice.memories.update(got.id, expected_version=got.version, pinned=True)
+    assert stale.value.current_version == updated.version
+    deleted = alice.memories.delete(got.id, expected_version=updated.version)
+    assert (deleted.id, deleted.version, deleted.deleted) == (got.id, updated.version, True)
+    with pytest.raises(NotFound):
+        alice.memories.get(got.id)
+    restored = alice.memories.restore(got.id)
+    assert (restored.id, restored.content, restored.status) == (got.id, text, "active")
+    # a name the request model does not have is refused before anything is sent
+    with pytest.raises(TypeError, match="RememberRequest has no field colour"):
+        alice.memories.store("alice", "x", colour="red")
+    with pytest.raises(TypeError, match="UpdateRequest has no field status"):
+        alice.memories.update(got.id, expected_version=restored.version, status="archived")
+    with pytest.raises(Forbidden):
+        alice.memories.store("bob", "not alice's to write")
+
+
+@pytest.mark.integration
+def test_plans_and_promote(alice: EngramClient, admin: EngramClient, server_home: Path) -> None:
+    """``client.plans``: create (dry run), list, show, apply with a veto, discard; ``cognitive.promote``."""
+    store = MemoryStore.open(str(server_home / "store"), settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
+    ids = two_clusters(store, "alice")  # the planned clusters, inserted as an import would
+    made = admin.plans.create("alice").report
+    assert made["dry_run"] is True and made["clusters"] == 2
+    plan_id = made["plan_id"]
+    pending = alice.plans.list("alice", status="pending")
+    assert [p.plan_id for p in pending.data] == [plan_id] and pending.count == 1
+    shown = alice.plans.show("alice", plan_id)
+    assert isinstance(shown, PlanOut) and shown.status == "pending" and shown.agent_id == "alice"
+    assert set(PlanOut.model_fields) == set(store.plans.table.schema.names)
+    assert [c["canonical"]["id"] for c in shown.body["clusters"]] == [ids["1"][0], ids["2"][0]]
+    with pytest.raises(Forbidden):
+        alice.plans.apply("alice", plan_id)  # not an admin key
+    with pytest.raises(NotFound):
+        alice.plans.show("alice", "plan-nope")
+
+    applied = admin.plans.apply("alice", plan_id, reject=[2]).report
+    assert (applied["rejected"], applied["merged"]) == ([2], 1)
+    assert alice.plans.show("alice", plan_id).status == "applied"
+    assert alice.memories.get(ids["1"][1]).superseded_by == ids["1"][0]
+    assert {alice.memories.get(i).status for i in ids["2"]} == {"active"}
+
+    other = store.save_plan("alice", shown.body)
+    closed = admin.plans.discard("alice", other).report
+    assert (closed["status"], closed["discarded"]) == ("discarded", True)
+    with pytest.raises(Conflict, match="was discarded"):
+        admin.plans.apply("alice", other)
+    assert alice.plans.list("alice", status="pending").count == 0
+
+    note = alice.memories.store("alice", "Standup moved to 9:30 on Mondays", tier="stm", pinned=True).memory
+    store.record_access([store.get(note.id, track_access=False)], times=5)  # earned durability
+    promoted = admin.cognitive.promote(agent_id="alice")
+    assert (promoted.pass_name, promoted.agent_id, promoted.report["promoted"]) == ("promote", "alice", 1)
+    assert alice.memories.get(note.id).tier == "ltm"
 
 
 def _flaky(fail: int, status: int) -> tuple[httpx.MockTransport, list[str]]:

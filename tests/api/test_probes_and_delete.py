@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -38,6 +39,30 @@ def test_not_ready_while_the_embedder_cannot_load(api_store: MemoryStore, monkey
         assert r.status_code == 503 and "embedding endpoint unreachable" in r.json()["detail"]
         monkeypatch.undo()
         assert c.get("/readyz").status_code == 200  # retried once the embedder works
+
+
+def test_the_server_answers_while_the_embedder_loads(api_store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lifespan loads the embedder in the background (MiniLM takes seconds): routes answer meanwhile, and
+    the server is ready once the load is done."""
+    loading, loaded, returned = threading.Event(), threading.Event(), threading.Event()
+    embed = api_store.embedder.embed
+
+    def slow(texts: Any) -> Any:
+        loading.set()
+        try:
+            assert loaded.wait(10)
+            return embed(texts)
+        finally:
+            returned.set()
+
+    monkeypatch.setattr(api_store.embedder, "embed", slow)
+    with TestClient(create_app(api_store, access_interval_s=0)) as c:
+        assert loading.wait(10) and not returned.is_set()  # serving, while the warm-up waits for `loaded`
+        assert c.get("/healthz").status_code == 200
+        assert c.get("/v1/agents/nobody/health", headers=ALICE).status_code == 403  # a route that embeds nothing
+        assert not c.app.state.engram.ready  # type: ignore[attr-defined]
+        loaded.set()
+        assert c.get("/readyz").status_code == 200  # waits for the warm-up under way
 
 
 def test_delete_is_versioned_audited_and_restorable(client: TestClient, api_store: MemoryStore) -> None:

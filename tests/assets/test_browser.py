@@ -6,8 +6,9 @@ for that partition through the GraphQL API (the daemon dequeues and runs it), th
 page in headless Debian chromium driven by Playwright and checks that the table shows every canonical, every
 member and the plan id. A second test rejects one cluster: it opens ``corpus_merge_apply_job``'s launchpad with
 the config a reviewer types (plan id, ``reject: [2]``), clicks **Launch Run**, and checks the store: the
-rejected cluster's rows stay active, the others are merged. The screenshots are saved under the test's
-temporary directory (and copied to ``$ENGRAM_SCREENSHOT_DIR`` when it is set).
+rejected cluster's rows stay active, the others are merged. A third follows the plan page's **Apply this plan**
+link to the launchpad it prefills and clicks **Launch Run**: the plan is applied with nothing typed. The
+screenshots are saved under the test's temporary directory (and copied to ``$ENGRAM_SCREENSHOT_DIR`` when it is set).
 
 Chromium comes from ``apt-get install chromium`` (``.ci/run`` installs it; never ``playwright install``).
 """
@@ -17,10 +18,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import numpy as np
 import pytest
+import yaml
 from dagster_procs import DagsterProcs, dagster_env, dagster_processes, make_dagster_home, wait_for
 
 from engram_pipeline.settings import Settings
@@ -273,3 +275,74 @@ def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> Non
     assert [o for n, o in shown if n == "2"] == ["rejected"] * len(kept)
     assert {o for n, o in shown if n != "2"} == {"canonical", "merged"}
     assert all(row[-1] == pid for row in table_rows if row[0].isdigit())  # the plan id column
+
+
+def test_apply_a_plan_from_its_page_without_typing_its_id(tmp_path: Path) -> None:
+    """The plan's page links to the apply job's launchpad prefilled with the plan id and partition: a reviewer
+    clicks **Apply this plan**, then **Launch Run**, and the plan is applied (nothing typed)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    uri = str(tmp_path / "store" / "lancedb")
+    judge = {"ENGRAM_JUDGE": "rules"}
+    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **judge}))
+    band = (store.settings.merge_threshold, store.settings.duplicate_threshold)
+    seed_clusters(store, AGENT, similarity=round(sum(band) / 2, 3))
+    home = make_dagster_home(tmp_path / "dagster")
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("agents", [AGENT])
+
+    with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
+        finished = ("SUCCESS", "FAILURE", "CANCELED")
+        planned = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
+        status = wait_for(
+            lambda: (s := run_status(procs, planned)) in finished and s, timeout=300, what="the plan", procs=procs
+        )
+        assert status == "SUCCESS", procs.log_tail("daemon")
+        plan = store.latest_plan(AGENT, status="pending")
+        assert plan is not None and len(plan["body"]["clusters"]) == len(CLUSTERS)
+
+        shot = tmp_path / "act-on-plan.png"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1600, "height": 1200})
+                page.goto(f"{procs.url}/assets/corpus_merge_plan?view=partitions&partition={AGENT}")
+                link = page.get_by_role("link", name="Apply this plan")
+                link.wait_for(timeout=120_000)
+                _dismiss_community_dialog(page)
+                assert "was stored pending" in page.inner_text("body")
+                discard = parse_qs(
+                    urlsplit(page.get_by_role("link", name="discard it").get_attribute("href") or "").query
+                )
+                page.screenshot(path=str(shot))
+                if link.get_attribute("target") == "_blank":  # the UI opens metadata links in a new tab
+                    with page.context.expect_page() as opened:
+                        link.click()
+                    page = opened.value
+                else:
+                    link.click()
+                launch = page.get_by_role("button", name="Launch Run")
+                launch.wait_for(timeout=120_000)
+                _dismiss_community_dialog(page)
+                launch.click()
+                page.wait_for_url("**/runs/**", timeout=120_000)
+                applied = page.url.split("/runs/")[1].split("?")[0].strip("/")
+            finally:
+                browser.close()
+        status = wait_for(
+            lambda: (s := run_status(procs, applied)) in finished and s, timeout=300, what="the apply", procs=procs
+        )
+        assert status == "SUCCESS", procs.log_tail("daemon")
+
+    _keep(shot)
+    assert discard["tags[0][value]"] == [AGENT]
+    assert yaml.safe_load(discard["config"][0]) == {
+        "ops": {"corpus_merge_apply": {"config": {"plan_id": plan["plan_id"], "discard": True}}}
+    }
+    assert store.get_plan(plan["plan_id"])["status"] == "applied"  # type: ignore[index]
+    rows = {r["id"]: r for r in store.list_memories(AGENT)}
+    for cluster in plan["body"]["clusters"]:
+        assert all(rows[m["id"]]["superseded_by"] == cluster["canonical"]["id"] for m in cluster["members"])

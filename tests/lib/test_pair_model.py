@@ -119,6 +119,24 @@ def test_probabilities_do_not_depend_on_order_or_batch(judge: PairJudge) -> None
     assert abs(together[3] - alone[0]).max() < 1e-4, "both orders are averaged: the order does not matter"
 
 
+@needs_model
+@pytest.mark.slow
+def test_the_loaded_model_computes_what_training_built(judge: PairJudge) -> None:
+    """``load()`` runs the pair network on the embedder's encoder (torch alone): its probabilities are those of
+    ``build()``'s transformers network with the shipped weights, which training uses."""
+    from importlib import resources
+
+    import numpy as np
+    from safetensors.torch import load_file
+
+    pairs = [(a, b) for _, a, b, _ in ROWS] + [("word " * 300, "other " * 200)]  # past the 128-token limit
+    net, tokenizer = pair_model.build()
+    shipped = resources.files("engram_pipeline").joinpath("judges", pair_model.WEIGHTS)
+    net.load_state_dict({k: v.float() for k, v in load_file(str(shipped)).items()}, strict=False)
+    trained = pair_model.PairModel(net, tokenizer).probabilities(pairs)
+    np.testing.assert_allclose(pair_model.load().probabilities(pairs), trained, atol=1e-5)
+
+
 def test_the_shipped_card_records_its_data_and_held_out_figures() -> None:
     card = json.loads((ROOT / "engram_pipeline" / "judges" / pair_model.CARD).read_text(encoding="utf-8"))
     manifest = (ROOT / "training" / "pair_model" / "MANIFEST.json").read_bytes()

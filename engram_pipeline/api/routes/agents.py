@@ -20,10 +20,13 @@ from engram_pipeline.api.models import (
     CorpusMergeRequest,
     DecayRequest,
     ErrorOut,
+    PlanList,
+    PlanOut,
     PromoteRequest,
     ReportResponse,
 )
-from engram_pipeline.lifecycle.merge_review import discard_plan
+from engram_pipeline.lifecycle.merge_review import discard_plan, plan_of
+from engram_pipeline.model import PlanStatus
 from engram_pipeline.reporting import decay_json, health_json
 from engram_pipeline.reporting import report_json as as_json
 
@@ -111,6 +114,19 @@ def corpus_merge(
     apply = lifecycle.apply_corpus_merge
     report = apply(store, agent_id, body.plan_id, reject=body.reject, actor=admin.actor)
     return _report("corpus_merge", agent_id, report)
+
+
+@router.get("/corpus-merge/plans", response_model=PlanList)
+def corpus_merge_plans(agent_id: KnownAgentDep, store: StoreDep, status: PlanStatus | None = None) -> Any:
+    """The agent's corpus-merge plans, oldest first (only those with ``status``, e.g. ``pending``, if given)."""
+    plans = store.plans_of(agent_id, status=status)
+    return {"data": plans, "count": len(plans)}
+
+
+@router.get("/corpus-merge/plans/{plan_id}", response_model=PlanOut)
+def corpus_merge_plan(agent_id: AgentDep, plan_id: PlanIdPath, store: StoreDep) -> Any:
+    """One plan of the agent with its status and numbered clusters (the numbers ``reject`` takes)."""
+    return plan_of(store, agent_id, plan_id)
 
 
 @router.post("/corpus-merge/plans/{plan_id}/discard", response_model=ReportResponse)

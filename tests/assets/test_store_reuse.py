@@ -48,8 +48,10 @@ def test_a_second_run_in_the_same_process_does_not_reopen_the_store(
     assert run(seeded_uri, second, instance, tmp_path).success
     assert run(seeded_uri, first, instance, tmp_path).success
     assert opens == [seeded_uri]  # three runs, one open
-    other = Settings.from_env({"ENGRAM_EMBEDDER": "hashing", "MEMORY_DUPLICATE_THRESHOLD": "0.99"})
-    assert shared_store(seeded_uri, other) is not shared_store(seeded_uri, Settings().replace(embedder="hashing"))
+    kept = EngramStore(uri=seeded_uri, embedder="hashing").settings()  # the runs' settings, as the environment sets
+    assert shared_store(seeded_uri, kept) is shared_store(seeded_uri, kept) and opens == [seeded_uri]
+    other = kept.replace(duplicate_threshold=0.99)
+    assert shared_store(seeded_uri, other) is not shared_store(seeded_uri, kept)
     assert opens == [seeded_uri, seeded_uri]  # other settings: another store object
 
 

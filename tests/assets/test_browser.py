@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import numpy as np
@@ -104,6 +107,12 @@ def run_status(procs: DagsterProcs, run_id: str) -> str:
     return str(procs.graphql(RUN_STATUS, {"id": run_id})["runOrError"]["status"])
 
 
+def run_ends(procs: DagsterProcs, run_id: str, what: str) -> str:
+    """The status run ``run_id`` ends with (SUCCESS, FAILURE or CANCELED), waited for up to 5 minutes."""
+    ended = ("SUCCESS", "FAILURE", "CANCELED")
+    return str(wait_for(lambda: (s := run_status(procs, run_id)) in ended and s, timeout=300, what=what, procs=procs))
+
+
 def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
     require_chromium()
     from playwright.sync_api import sync_playwright
@@ -123,12 +132,7 @@ def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
 
     with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
         run_id = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
-        status = wait_for(
-            lambda: (s := run_status(procs, run_id)) in ("SUCCESS", "FAILURE", "CANCELED") and s,
-            timeout=300,
-            what=f"run {run_id} of corpus_merge_plan_job",
-            procs=procs,
-        )
+        status = run_ends(procs, run_id, f"run {run_id} of corpus_merge_plan_job")
         assert status == "SUCCESS", f"run {run_id} ended {status}:\n{procs.log_tail('daemon')}"
         plan = store.latest_plan(AGENT)
         assert plan is not None and plan["status"] == "pending"
@@ -188,10 +192,10 @@ def _review_table(page: object, url: str, *, has_text: str) -> object:
     return table
 
 
-def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> None:
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
+@contextmanager
+def _a_pending_plan(tmp_path: Path) -> Iterator[tuple[MemoryStore, DagsterProcs, dict[str, Any]]]:
+    """The clusters of :data:`CLUSTERS` in a store (rules judge, hashing), a Dagster instance's processes on it,
+    and the plan its ``corpus_merge_plan_job`` run stored, pending review."""
     uri = str(tmp_path / "store" / "lancedb")
     judge = {"ENGRAM_JUDGE": "rules"}
     store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **judge}))
@@ -204,14 +208,19 @@ def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> Non
         instance.add_dynamic_partitions("agents", [AGENT])
 
     with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
-        finished = ("SUCCESS", "FAILURE", "CANCELED")
         planned = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
-        status = wait_for(
-            lambda: (s := run_status(procs, planned)) in finished and s, timeout=300, what="the plan", procs=procs
-        )
+        status = run_ends(procs, planned, "the plan")
         assert status == "SUCCESS", procs.log_tail("daemon")
         plan = store.latest_plan(AGENT, status="pending")
         assert plan is not None and len(plan["body"]["clusters"]) == len(CLUSTERS)
+        yield store, procs, plan
+
+
+def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> None:
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with _a_pending_plan(tmp_path) as (store, procs, plan):
         pid, clusters = plan["plan_id"], plan["body"]["clusters"]
         rejected = clusters[1]  # cluster number 2
         location = procs.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
@@ -243,12 +252,7 @@ def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> Non
                 launch.click()
                 page.wait_for_url("**/runs/**", timeout=120_000)
                 applied = page.url.split("/runs/")[1].split("?")[0].strip("/")
-                status = wait_for(
-                    lambda: (s := run_status(procs, applied)) in finished and s,
-                    timeout=300,
-                    what="the apply",
-                    procs=procs,
-                )
+                status = run_ends(procs, applied, "the apply")
                 assert status == "SUCCESS", procs.log_tail("daemon")
                 apply_page = f"{procs.url}/assets/corpus_merge_apply?view=partitions&partition={AGENT}"
                 table = _review_table(page, apply_page, has_text="rejected")
@@ -283,27 +287,7 @@ def test_apply_a_plan_from_its_page_without_typing_its_id(tmp_path: Path) -> Non
     require_chromium()
     from playwright.sync_api import sync_playwright
 
-    uri = str(tmp_path / "store" / "lancedb")
-    judge = {"ENGRAM_JUDGE": "rules"}
-    store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing", **judge}))
-    band = (store.settings.merge_threshold, store.settings.duplicate_threshold)
-    seed_clusters(store, AGENT, similarity=round(sum(band) / 2, 3))
-    home = make_dagster_home(tmp_path / "dagster")
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(str(home)) as instance:
-        instance.add_dynamic_partitions("agents", [AGENT])
-
-    with dagster_processes(dagster_env(home, store_uri=uri, extra=judge)) as procs:
-        finished = ("SUCCESS", "FAILURE", "CANCELED")
-        planned = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
-        status = wait_for(
-            lambda: (s := run_status(procs, planned)) in finished and s, timeout=300, what="the plan", procs=procs
-        )
-        assert status == "SUCCESS", procs.log_tail("daemon")
-        plan = store.latest_plan(AGENT, status="pending")
-        assert plan is not None and len(plan["body"]["clusters"]) == len(CLUSTERS)
-
+    with _a_pending_plan(tmp_path) as (store, procs, plan):
         shot = tmp_path / "act-on-plan.png"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -332,9 +316,7 @@ def test_apply_a_plan_from_its_page_without_typing_its_id(tmp_path: Path) -> Non
                 applied = page.url.split("/runs/")[1].split("?")[0].strip("/")
             finally:
                 browser.close()
-        status = wait_for(
-            lambda: (s := run_status(procs, applied)) in finished and s, timeout=300, what="the apply", procs=procs
-        )
+        status = run_ends(procs, applied, "the apply")
         assert status == "SUCCESS", procs.log_tail("daemon")
 
     _keep(shot)

@@ -4,23 +4,13 @@ outcomes are counted; the body parses as the Prometheus text format."""
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
+from api_server import Server
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def parse(text: str) -> dict[str, float]:
@@ -37,29 +27,10 @@ def parse(text: str) -> dict[str, float]:
 
 
 def test_metrics_from_a_running_server(store_uri: str, tmp_path: Path) -> None:
-    port = free_port()
-    env = {
-        **os.environ,
-        "ENGRAM_EMBEDDER": "hashing",
-        "ENGRAM_DB_URI": store_uri,
-        "ENGRAM_HOME": str(tmp_path / "home"),
-        "ENGRAM_API_KEYS": "client:tok-c:a1",
-    }
-    log = (tmp_path / "server.log").open("w")  # noqa: SIM115 (closed in the finally below)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "engram_pipeline.api", "--port", str(port), "--log-level", "warning"],
-        env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    auth = {"Authorization": "Bearer tok-c"}
+    server = Server(store_uri, tmp_path, keys="client:tok-c:a1")
+    server.start()
+    base, auth = server.base, {"Authorization": "Bearer tok-c"}
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert server.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.1)
         with httpx.Client(base_url=base, headers=auth, timeout=30) as client:
             created = client.post("/v1/memories", json={"agent_id": "a1", "content": "Tea at five"})
             assert created.status_code == 201, created.text
@@ -72,9 +43,7 @@ def test_metrics_from_a_running_server(store_uri: str, tmp_path: Path) -> None:
             assert client.get("/no/such/path").status_code == 404
             scraped = httpx.get(f"{base}/metrics", timeout=10)  # no API key, like the probes
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+        server.stop()
 
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain; version=0.0.4")

@@ -3,11 +3,7 @@ SIGKILL of the server during a burst of writes loses no acknowledged write and l
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -17,6 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from api_server import Server
 
 from engram_pipeline.model import content_hash
 from engram_pipeline.settings import Settings
@@ -26,48 +23,6 @@ pytestmark = pytest.mark.integration
 CLIENTS = 8
 FACTS = 10
 HEADERS = {"Authorization": "Bearer tok-w"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``python -m engram_pipeline.api`` on a free port over the store at ``uri``; started and killed here."""
-
-    def __init__(self, uri: str, home: Path) -> None:
-        self.uri, self.home = uri, home
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.base = ""
-
-    def start(self) -> None:
-        port = free_port()
-        env = {
-            **os.environ,
-            "ENGRAM_EMBEDDER": "hashing",
-            "ENGRAM_DB_URI": self.uri,
-            "ENGRAM_HOME": str(self.home),
-            "ENGRAM_API_KEYS": "writer:tok-w:w",
-        }
-        cmd = [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                assert self.proc.poll() is None, "the server exited while starting"
-                time.sleep(0.1)
-        raise AssertionError("the server did not start")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
-        self.proc = None
 
 
 @pytest.fixture

@@ -1,4 +1,20 @@
-"""Keys and headers shared by the API tests (importable: the test directory is on sys.path)."""
+"""What the API tests share (importable: the test directory is on sys.path): keys and headers, seeded rows
+and plans, a real server process (:class:`Server`) and a held embedder warm-up (:class:`HeldLoad`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
 
 KEYS = "alice-key:tok-alice:alice;bob-key:tok-bob:bob,bob2;ops:tok-admin:*"
 ALICE = {"Authorization": "Bearer tok-alice"}
@@ -70,3 +86,63 @@ def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-u
         and rows[ids["late"]]["version"] == 1
         and store.get_plan(ids["reviewed"])["status"] == "applied"
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``python -m engram_pipeline.api`` on a free port over the store at ``uri``, with the bearer ``keys``
+    (``ENGRAM_API_KEYS``); :meth:`start` returns once ``/healthz`` answers."""
+
+    def __init__(self, uri: str, home: Path, keys: str = "writer:tok-w:w") -> None:
+        self.uri, self.home, self.keys = uri, home, keys
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base = ""
+
+    def start(self) -> None:
+        port = free_port()
+        env = {
+            **os.environ,
+            "ENGRAM_EMBEDDER": "hashing",
+            "ENGRAM_DB_URI": self.uri,
+            "ENGRAM_HOME": str(self.home),
+            "ENGRAM_API_KEYS": self.keys,
+        }
+        cmd = [sys.executable, "-m", "engram_pipeline.api", "--port", str(port)]
+        self.proc = subprocess.Popen(cmd, env=env, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                assert self.proc.poll() is None, "the server exited while starting"
+                time.sleep(0.1)
+        raise AssertionError("the server did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+
+class HeldLoad:
+    """An embedder's ``embed`` that holds the server's warm-up: :attr:`loading` is set when it is called, the
+    call waits for :attr:`loaded` (set by the test), and :attr:`returned` is set once it returned."""
+
+    def __init__(self, embed: Callable[[Any], Any]) -> None:
+        self._embed = embed
+        self.loading, self.loaded, self.returned = threading.Event(), threading.Event(), threading.Event()
+
+    def __call__(self, texts: Any) -> Any:
+        self.loading.set()
+        try:
+            assert self.loaded.wait(10)
+            return self._embed(texts)
+        finally:
+            self.returned.set()

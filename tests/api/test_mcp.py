@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from api_helpers import HeldLoad
 from mcp import Client, StdioServerParameters
 
 from engram_pipeline.settings import Settings
@@ -241,30 +242,18 @@ def test_health_and_passes_of_an_agent_without_memories_are_not_found(store: Mem
 
 def test_mcp_serves_while_the_embedder_loads(store_uri: str, settings: Settings, monkeypatch: Any) -> None:
     """``run_mcp`` starts serving stdio while the model loads (MiniLM takes seconds), not after the load."""
-    import threading
-
     from engram_pipeline.api import mcp_server
 
     store = MemoryStore.open(store_uri, settings=settings)
-    loading, loaded, returned = threading.Event(), threading.Event(), threading.Event()
-    embed = store.embedder.embed
-
-    def slow(texts: Any) -> Any:
-        loading.set()
-        try:
-            assert loaded.wait(10)
-            return embed(texts)
-        finally:
-            returned.set()
-
+    held = HeldLoad(store.embedder.embed)
     served: list[bool] = []
 
     def run(self: Any, transport: str) -> None:  # stands in for the stdio loop
-        served.append(loading.wait(10) and not returned.is_set())
-        loaded.set()
+        served.append(held.loading.wait(10) and not held.returned.is_set())
+        held.loaded.set()
 
-    monkeypatch.setattr(store.embedder, "embed", slow)
+    monkeypatch.setattr(store.embedder, "embed", held)
     monkeypatch.setattr(mcp_server.MemoryStore, "open", lambda **_: store)
     monkeypatch.setattr(mcp_server.MCPServer, "run", run)
     mcp_server.run_mcp("alice", settings)
-    assert served == [True] and returned.wait(10)
+    assert served == [True] and held.returned.wait(10)

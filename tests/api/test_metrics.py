@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
-from api_server import Server
+from api_helpers import Server
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from api_helpers import ALICE, BOB
+from api_helpers import ALICE, BOB, HeldLoad
 from fastapi.testclient import TestClient
 
 from engram_pipeline.api import create_app
@@ -44,24 +43,14 @@ def test_not_ready_while_the_embedder_cannot_load(api_store: MemoryStore, monkey
 def test_the_server_answers_while_the_embedder_loads(api_store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lifespan loads the embedder in the background (MiniLM takes seconds): routes answer meanwhile, and
     the server is ready once the load is done."""
-    loading, loaded, returned = threading.Event(), threading.Event(), threading.Event()
-    embed = api_store.embedder.embed
-
-    def slow(texts: Any) -> Any:
-        loading.set()
-        try:
-            assert loaded.wait(10)
-            return embed(texts)
-        finally:
-            returned.set()
-
-    monkeypatch.setattr(api_store.embedder, "embed", slow)
+    held = HeldLoad(api_store.embedder.embed)
+    monkeypatch.setattr(api_store.embedder, "embed", held)
     with TestClient(create_app(api_store, access_interval_s=0)) as c:
-        assert loading.wait(10) and not returned.is_set()  # serving, while the warm-up waits for `loaded`
+        assert held.loading.wait(10) and not held.returned.is_set()  # serving, while the warm-up is held
         assert c.get("/healthz").status_code == 200
         assert c.get("/v1/agents/nobody/health", headers=ALICE).status_code == 403  # a route that embeds nothing
         assert not c.app.state.engram.ready  # type: ignore[attr-defined]
-        loaded.set()
+        held.loaded.set()
         assert c.get("/readyz").status_code == 200  # waits for the warm-up under way
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from api_server import Server
+from api_helpers import Server
 
 from engram_pipeline.model import content_hash
 from engram_pipeline.settings import Settings

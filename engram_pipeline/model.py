@@ -261,7 +261,8 @@ def row_from_json(text: str, schema: pa.Schema) -> Memory:
         if pa.types.is_timestamp(f.type) and data.get(f.name):
             data[f.name] = datetime.fromisoformat(data[f.name])
     # Round-trip through Arrow so the types are exactly those of a row read from the table.
-    return rows_to_table([data], schema).to_pylist()[0]
+    row: Memory = rows_to_table([data], schema).to_pylist()[0]
+    return row
 
 
 # Tiers by confidence, for health and recall filters, best first: (name, floor, floor included). A confidence

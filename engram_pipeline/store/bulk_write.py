@@ -254,7 +254,8 @@ def _whole(
 def _unit(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length, in float32 (as the within-batch product)."""
     vectors = np.asarray(vectors, dtype=np.float32)
-    return vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
+    unit: np.ndarray = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12)
+    return unit
 
 
 def _earlier_near(rows: Sequence[Memory], unit: np.ndarray, near: float) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -22,7 +22,16 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.embed import Embedder, get_embedder
-from engram_pipeline.model import AUDIT_SCHEMA, LINK_SCHEMA, META_SCHEMA, STATUSES, Memory, memory_schema, rows_to_table
+from engram_pipeline.model import (
+    AUDIT_SCHEMA,
+    LINK_SCHEMA,
+    META_SCHEMA,
+    STATUSES,
+    Memory,
+    PlanStatus,
+    memory_schema,
+    rows_to_table,
+)
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import cas, edits, maintenance, one_trip, write_path
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
@@ -33,7 +42,7 @@ from engram_pipeline.store.errors import InvalidInput, MemoryNotFound, PlanNotFo
 from engram_pipeline.store.links import Link, Links
 from engram_pipeline.store.meta import check_meta
 from engram_pipeline.store.object_store import check_conditional_put
-from engram_pipeline.store.plans import Plan, Plans, PlanStatus
+from engram_pipeline.store.plans import Plan, Plans
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.rows import build_row
@@ -231,7 +240,7 @@ class MemoryStore:
                 break
         if not found.num_rows or (agent_id is not None and found["agent_id"][0].as_py() != agent_id):
             raise MemoryNotFound(memory_id)
-        row = overlay_pending(found, shard.access_log.pending(ids=[memory_id])).to_pylist()[0]
+        row: dict[str, Any] = overlay_pending(found, shard.access_log.pending(ids=[memory_id])).to_pylist()[0]
         if track_access:
             self.log_access([row])
         return row
@@ -330,7 +339,7 @@ class MemoryStore:
             conds.append(eq("kind", kind))
         if tag is not None:
             conds.append(f"array_has(tags, {lit(tag)})")
-        rows = self.scan(agent_id, where=" AND ".join(conds) or None).to_pylist()
+        rows: list[dict[str, Any]] = self.scan(agent_id, where=" AND ".join(conds) or None).to_pylist()
         rows.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
         return rows[:limit] if limit is not None else rows
 
@@ -412,7 +421,8 @@ class MemoryStore:
             .limit(None)
             .to_arrow()
         )
-        return rows["id"].to_pylist()
+        ids_written: list[str] = rows["id"].to_pylist()
+        return ids_written
 
     def ids_at(self, version: int, ids: Sequence[str], *, shard: int = 0) -> list[str]:
         """Which of ``ids`` exist at version ``version`` of ``shard``'s table."""
@@ -589,7 +599,8 @@ class MemoryStore:
 
     def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]:
         if vector is None:
-            return self.embed([content])[0].tolist()
+            embedded: list[float] = self.embed([content])[0].tolist()
+            return embedded
         return check_vector(vector, self.embedder.dimension)
 
     def _by_hash(self, agent_id: str, digest: str) -> Memory | None:

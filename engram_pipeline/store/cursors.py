@@ -130,4 +130,7 @@ class Cursors:
 
     def _texts(self, rows: str) -> list[str | None]:
         """The ``cursor`` text of every row matching ``rows`` (a lease key's rows, twins included)."""
-        return self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        texts: list[str | None] = (
+            self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
+        )
+        return texts

@@ -59,7 +59,8 @@ class Links:
         where = f"(src_id IN {in_list(ids)} OR dst_id IN {in_list(ids)})"
         if rel is not None:
             where += f" AND rel = {lit(rel)}"
-        return self.table.search().where(where).limit(None).to_arrow().to_pylist()
+        found: list[dict[str, Any]] = self.table.search().where(where).limit(None).to_arrow().to_pylist()
+        return found
 
     def for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
         """The links of ``agent_id``, or of every agent of a sequence (read in chunks of 1,000 agents)."""

@@ -23,7 +23,7 @@ before it ranks (``where`` is a prefilter on an async query, as ``prefilter=True
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -34,7 +34,8 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on lancedb's event loop (one trip) and return its result."""
-    return LOOP.run(coro)
+    loop_run: Callable[[Coroutine[Any, Any, T]], T] = LOOP.run  # lancedb's loop is untyped
+    return loop_run(coro)
 
 
 async def together(*coros: Coroutine[Any, Any, Any]) -> list[Any]:

@@ -27,9 +27,11 @@ from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
 from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.cursors import Cursors
+from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.links import Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.plans import Plans
+from engram_pipeline.store.results import RememberResult
 
 SIDE_SCHEMAS: dict[str, pa.Schema] = {
     "links": LINK_SCHEMA,
@@ -104,6 +106,8 @@ def schemas(memory_schema: pa.Schema) -> dict[str, pa.Schema]:
 class Shard:
     """Shard ``index`` of a store of ``count`` shards: its ``memories`` table and side-table collaborators."""
 
+    write_group: GroupCommit[Any, RememberResult]  # set by the store: the group commit of this shard's remembers
+
     def __init__(self, db: Any, index: int, count: int, memory_schema: pa.Schema) -> None:
         self.index = index
         self.count = count
@@ -123,7 +127,6 @@ class Shard:
             for column in SCALAR_INDEXES:
                 self.memories.create_index(column, config=BTree(), replace=True)
         self.appends = Appends(self.memories)  # the write path's appends and version checks
-        self.write_group: Any = None  # set by the store: the group commit of this shard's remembers
 
     def name(self, base: str) -> str:
         return table_name(base, self.index, self.count)

@@ -36,6 +36,7 @@ lint: install
 	$(VENV)/bin/ruff format --check engram_pipeline assets
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy assets
+	$(VENV)/bin/lint-imports --no-cache --no-logo  # the layers in pyproject.toml [tool.importlinter]
 
 bench: install
 	$(PY) bench/run_all.py

@@ -38,7 +38,7 @@ class HashingEmbedder(CalibratedProfile):
     A batch costs one pass in Python over its words (a dictionary look-up each, and one hash per word bigram);
     each word's unigram and trigram slots are hashed once, when the word is first seen, into arrays that
     numpy gathers from. Every feature weighs +-1, so a family's sums are exact integers whatever the order
-    they are added in: the vectors are those of adding feature by feature (``tests/lib/test_embed.py``).
+    they are added in: the vectors are those of adding feature by feature (``tests/lib/embed/test_embed.py``).
     """
 
     kind = "hashing"

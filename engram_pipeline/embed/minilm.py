@@ -8,7 +8,7 @@ feed-forward layers, mean pooling, L2 norm), reading the packaged ``model.safete
 directly, so that a process that embeds imports torch, ``tokenizers`` and ``safetensors`` but not
 transformers or sentence-transformers: those imports cost 3.1 of the 5.7 CPU-s a MiniLM process spent before
 its first vector (``bench/profile_startup.py``). Its vectors are sentence-transformers' for the same model
-(``tests/lib/test_embed.py`` compares them).
+(``tests/lib/embed/test_embed.py`` compares them).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ sorts, each with a question and the turns that answer it:
 - ``changed``: a change of mind (coffee, then green tea); the evidence is the newer turn only.
 
 Everything is generated from a seed, so a corpus is the same on every machine and nothing is downloaded.
-The time-safety test (``tests/lib/test_time_safety.py``) and ``bench/bench_decay_safety.py`` import it,
+The time-safety test (``tests/lib/lifecycle/test_time_safety.py``) and ``bench/bench_decay_safety.py`` import it,
 run the pipeline at later times and measure whether the questions still find their evidence.
 
 >>> corpus = dialogue_corpus(agents=1, sessions=4, turns_per_session=10)

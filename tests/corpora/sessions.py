@@ -23,7 +23,7 @@ holds the two equal). Records, one a line, by ``type``:
 - ``change``: ``conversation, older, newer`` (turn ids that really contradict each other).
 
 :func:`largest_cluster_share`, :func:`belief_figures` and :func:`contradiction_figures` compute the figures of
-issue 34 (``bench/bench_consolidation_quality.py`` prints them; ``tests/lib/test_session_corpus.py`` holds
+issue 34 (``bench/bench_consolidation_quality.py`` prints them; ``tests/lib/lifecycle/test_session_corpus.py`` holds
 them).
 
 >>> records = generate(conversations=1, sessions=15)

@@ -1,4 +1,5 @@
-"""Every file the repository's text names in ``docs/`` or as a top-level ``NAME.md`` is in the repository.
+"""Every file the repository's text names in ``docs/``, ``tests/``, ``bench/``, the packages and the deploy and
+training folders, or as a top-level ``NAME.md``, is in the repository (a moved test takes its mentions along).
 
 A clone stands alone: the README once pointed to a ``DESIGN.md`` that only the project's shared folder has (the
 repository ships ``docs/design.md``), and showed ``docs/img/review-veto.png``, which ``.gitignore`` kept out of
@@ -14,8 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# docs/<path>.md|png|svg, or a top-level NAME.md in capitals (README.md, DESIGN.md, CHANGELOG.md)
-REFERENCE = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.(?:md|png|svg)|[A-Z][A-Z_]+\.md)\b")
+# docs/<path>.md|png|svg, a file under one of the repository's folders, or a top-level NAME.md in capitals
+# (README.md, DESIGN.md, CHANGELOG.md)
+FOLDERS = "docs|tests|bench|engram_pipeline|assets|deploy|scripts|training"
+FILE = r"\.(?:md|png|svg|py|json|jsonl|yaml|sh|toml)"
+REFERENCE = re.compile(rf"(?<![\w/.-])((?:{FOLDERS})/[\w./-]+{FILE}|[A-Z][A-Z_]+\.md)\b")
 TEXT = (".md", ".py", ".json", ".toml", ".yaml", ".sh", "Makefile", "run")
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.store import MemoryStore
 

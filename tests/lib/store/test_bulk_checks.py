@@ -12,7 +12,7 @@ from engram_pipeline.importer import import_jsonl
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.lib.test_importer import _as_written
-from tests.lib.test_judge_vectorised import _claim_texts
+from tests.lib.judge.test_judge_vectorised import _claim_texts
 
 
 @pytest.mark.parametrize("policy", ["flag", "supersede"])

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from store_procs import fork_worker, run_all, spawn
+from tests.lib.store_procs import fork_worker, run_all, spawn
 
 from engram_pipeline.lifecycle import _lease
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings

@@ -23,7 +23,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.visibility import is_visible
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LABELLED = ROOT / "bench" / "data" / "information" / "labelled.jsonl"
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 STYLES = ("first", "third", "dialogue")

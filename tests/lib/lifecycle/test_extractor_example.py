@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engram_pipeline.store import MemoryStore
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "consolidation.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "consolidation.md"
 
 
 def example_code() -> str:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.model import rows_to_table
 from engram_pipeline.store import MemoryStore

@@ -27,7 +27,7 @@ from engram_pipeline.embed import (
 from engram_pipeline.embed import minilm as minilm_module
 from engram_pipeline.settings import PROFILE_FIELDS, Settings, SettingsError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TEXTS = ["User lives in Berlin", "The user lives in Berlin", "Bananas are yellow", "!!!", ""]
 
 

@@ -21,7 +21,7 @@ from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.shards import CREATED_AT, table_name
 from tests.stores import pre_row_versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # The columns that identify a row of each table, for sorting (the copies keep every column).
 KEYS = {

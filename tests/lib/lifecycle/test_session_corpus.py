@@ -18,7 +18,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.corpora import sessions as sc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
 
 

@@ -20,9 +20,9 @@ from engram_pipeline.embed import get_embedder
 from engram_pipeline.judge import CalibratedJudge, Pair, feature_matrix, features, make_judge, same_claims
 from engram_pipeline.merge_guard import conflict
 from engram_pipeline.settings import Settings
-from tests.lib.test_judge_merges import TEXTS
+from tests.lib.judge.test_judge_merges import TEXTS
 
-STS = Path(__file__).resolve().parents[2] / "bench" / "data" / "sts"
+STS = Path(__file__).resolve().parents[3] / "bench" / "data" / "sts"
 WORDS = [
     "build",
     "lockfile",

@@ -110,7 +110,7 @@ def test_shipped_weights_record_their_held_out_figures(kind: str) -> None:
 def test_verdicts_are_symmetric_on_held_out_sts_pairs() -> None:
     from pathlib import Path
 
-    sts = Path(__file__).resolve().parents[2] / "bench" / "data" / "sts" / "2016-headlines.tsv"
+    sts = Path(__file__).resolve().parents[3] / "bench" / "data" / "sts" / "2016-headlines.tsv"
     lines = [line.split("\t") for line in sts.read_text(encoding="utf-8").splitlines()[:300]]
     pairs = [(x[1].strip(), x[2].strip()) for x in lines if len(x) >= 3 and x[1].strip() and x[2].strip()]
     e = get_embedder(Settings(embedder="hashing"))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 from test_corpus_merge import at_cosine, topic
 from test_sweep import commits, cursor_keys, strip
 

@@ -22,7 +22,7 @@ from engram_pipeline.store.meta import SHARDS, read_meta
 from engram_pipeline.store.sharding import by_shard
 from engram_pipeline.store.shards import table_name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 AGENTS = [f"agent-{i}" for i in range(12)]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

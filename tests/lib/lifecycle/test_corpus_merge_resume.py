@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 from test_corpus_merge import THRESHOLDS, at_cosine, put, topic
 
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus

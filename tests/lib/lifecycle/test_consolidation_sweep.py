@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from store_procs import fork_worker
+from tests.lib.store_procs import fork_worker
 from test_sweep import commits, counts
 
 from engram_pipeline.lifecycle._derived import visible_rows, write_derived

@@ -4,8 +4,8 @@ Three agents' episodes in the forms agents record them: dialogue turns with seve
 reported speech, pronouns, session and date prefixes, hedges, changes of mind, past tense, small talk, and
 tool logs that say what fixed what. ``BELIEFS`` and ``PROCEDURES`` are the labels: what a person reading
 the episodes would conclude (some of which the lexical parser cannot read: they count against its recall).
-``tests/lib/lifecycle/test_conversations.py`` holds the floor; ``bench/bench_consolidation_quality.py`` reports precision
-and recall and the time per 10k episodes.
+``tests/lib/lifecycle/test_conversations.py`` holds the floor; ``bench/bench_consolidation_quality.py`` reports
+precision and recall and the time per 10k episodes.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.constants import SEED_POLICY
+from tests.lib.store_procs import fork_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

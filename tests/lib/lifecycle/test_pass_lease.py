@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.lib.store_procs import fork_worker, run_all, spawn
 
 from engram_pipeline.lifecycle import _lease
 from engram_pipeline.lifecycle._common import PassBusy, PassCursor
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.constants import SEED_POLICY
+from tests.lib.store_procs import fork_worker, run_all, spawn
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 pytestmark = pytest.mark.integration

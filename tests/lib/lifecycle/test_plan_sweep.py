@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.lib.store_procs import fork_worker
 from test_corpus_merge import at_cosine, topic
 from test_sweep import commits, cursor_keys, strip
 
@@ -31,6 +30,7 @@ from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.sharding import by_shard
 from tests.constants import SEED_POLICY
+from tests.lib.store_procs import fork_worker
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 AGENTS = [f"agent-{i}" for i in range(7)]

@@ -11,8 +11,8 @@ import pytest
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from tests.lib.test_importer import _as_written
 from tests.lib.judge.test_judge_vectorised import _claim_texts
+from tests.lib.test_importer import _as_written
 
 
 @pytest.mark.parametrize("policy", ["flag", "supersede"])

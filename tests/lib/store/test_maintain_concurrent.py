@@ -9,11 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.model import rows_to_table
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store import maintenance as maint
+from tests.lib.store_procs import fork_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 WRITERS = 3

@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.store import MemoryStore
+from tests.lib.store_procs import fork_worker
 
 pytestmark = pytest.mark.integration
 WRITERS = 4

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.lib.store_procs import fork_worker
 
 from engram_pipeline.store import MemoryStore, RestoreDuplicate
+from tests.lib.store_procs import fork_worker
 
 pytestmark = pytest.mark.integration
 ROWS = 30

@@ -19,8 +19,8 @@ from engram_pipeline.invariants import (
 from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.marks import mark_contradicted, mark_superseded
 from engram_pipeline.store.sql import eq
-from engram_pipeline.store.write_path import mark_contradicted, mark_superseded
 
 A = "alice"
 

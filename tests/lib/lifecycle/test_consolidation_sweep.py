@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_sweep import commits, counts
 
 from engram_pipeline.lifecycle._derived import visible_rows, write_derived
 from engram_pipeline.lifecycle.beliefs import plan_beliefs
@@ -32,6 +31,7 @@ from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.sharding import by_shard
 from tests.constants import SEED_POLICY
+from tests.lib.lifecycle.test_sweep import commits, counts
 from tests.lib.store_procs import fork_worker
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_corpus_merge import THRESHOLDS, at_cosine, put, topic
 
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from tests.lib.lifecycle.test_corpus_merge import THRESHOLDS, at_cosine, put, topic
 from tests.lib.store_procs import fork_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

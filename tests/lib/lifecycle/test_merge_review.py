@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_corpus_merge import THRESHOLDS, at_cosine, deploy_cluster, put, rows, topic, versions
 
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus
 from engram_pipeline.lifecycle.merge_review import REJECT_ACTION, discard_plan, rejections_of
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import InvalidInput, MemoryStore, PlanClosed
+from tests.lib.lifecycle.test_corpus_merge import THRESHOLDS, at_cosine, deploy_cluster, put, rows, topic, versions
 
 
 @pytest.fixture

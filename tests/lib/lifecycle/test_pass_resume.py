@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_corpus_merge import at_cosine, topic
 
 from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.lifecycle.confidence import decay_confidence
@@ -25,6 +24,7 @@ from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.constants import SEED_POLICY
+from tests.lib.lifecycle.test_corpus_merge import at_cosine, topic
 from tests.lib.store_procs import fork_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

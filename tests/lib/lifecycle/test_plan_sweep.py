@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_corpus_merge import at_cosine, topic
-from test_sweep import commits, cursor_keys, strip
 
 from engram_pipeline.lifecycle._common import sweep_key
 from engram_pipeline.lifecycle.corpus_merge import PLAN_PASS, consolidate_corpus, plan_sweep
@@ -30,6 +28,8 @@ from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.sharding import by_shard
 from tests.constants import SEED_POLICY
+from tests.lib.lifecycle.test_corpus_merge import at_cosine, topic
+from tests.lib.lifecycle.test_sweep import commits, cursor_keys, strip
 from tests.lib.store_procs import fork_worker
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

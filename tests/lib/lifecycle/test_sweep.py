@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_corpus_merge import at_cosine, topic
 
 from engram_pipeline.lifecycle._common import sweep_key
 from engram_pipeline.lifecycle.archival import archive_faded
@@ -35,6 +34,7 @@ from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.migrate import migrate
 from engram_pipeline.store.sharding import by_shard
 from tests.constants import SEED_POLICY
+from tests.lib.lifecycle.test_corpus_merge import at_cosine, topic
 from tests.lib.store_procs import fork_worker
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_corpus_merge import THRESHOLDS, deploy_cluster, strip
 
 from engram_pipeline.lifecycle.archival import archive_faded
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, NothingToRestore, RestoreConflict, VersionConflict
-from engram_pipeline.store.write_path import mark_superseded
+from engram_pipeline.store.marks import mark_superseded
+from tests.lib.lifecycle.test_corpus_merge import THRESHOLDS, deploy_cluster, strip
 
 
 @pytest.fixture

@@ -127,7 +127,7 @@ def test_delete_then_restore_round_trip(store: MemoryStore) -> None:
 
 
 def test_restore_superseded_row_from_pre_image(store: MemoryStore) -> None:
-    from engram_pipeline.store.write_path import mark_superseded
+    from engram_pipeline.store.marks import mark_superseded
 
     old = store.remember("alice", "User lives in Berlin").memory
     new = store.remember("alice", "Completely different memory about tea").memory

@@ -48,7 +48,7 @@ from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import CONTRADICTION_POLICIES, Settings, SettingsError
 from engram_pipeline.similarity.bands import contradiction_bands, filter_bands
-from engram_pipeline.store.write_path import mark_contradicted_many, mark_superseded_many
+from engram_pipeline.store.marks import mark_contradicted_many, mark_superseded_many
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore

@@ -31,12 +31,12 @@ import numpy as np
 
 from engram_pipeline.model import Memory
 from engram_pipeline.store.errors import MemoryNotFound
+from engram_pipeline.store.marks import apply_contradictions
 from engram_pipeline.store.write_cache import CHECKED
 from engram_pipeline.store.write_checks import decide_many, near_cosine
 from engram_pipeline.store.write_path import (
     NEIGHBOURS,
     _neighbours_of,
-    apply_contradictions,
     collapse_many,
     insert_new,
     rows_by_id,

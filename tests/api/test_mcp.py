@@ -142,7 +142,7 @@ def mid_of(store: MemoryStore) -> str:
 
 def test_mcp_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(store: MemoryStore) -> None:
     from engram_pipeline.api.mcp_server import build_mcp
-    from engram_pipeline.store.write_path import mark_superseded
+    from engram_pipeline.store.marks import mark_superseded
 
     old = store.remember("alice", "User lives in Berlin").memory
     new = store.remember("alice", "Completely different memory about tea").memory

@@ -217,7 +217,7 @@ def test_restore_after_delete(client: TestClient, api_store: MemoryStore) -> Non
 def test_restore_of_a_row_edited_after_it_was_hidden_needs_its_current_version(
     client: TestClient, api_store: MemoryStore
 ) -> None:
-    from engram_pipeline.store.write_path import mark_superseded
+    from engram_pipeline.store.marks import mark_superseded
 
     old = remember(client, "User lives in Berlin").json()["memory"]
     new = remember(client, "Completely different memory about tea").json()["memory"]

@@ -82,7 +82,7 @@ def test_bad_input_exits_non_zero_without_traceback(cli) -> None:  # type: ignor
 def test_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(cli, db) -> None:  # type: ignore[no-untyped-def]
     from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
-    from engram_pipeline.store.write_path import mark_superseded
+    from engram_pipeline.store.marks import mark_superseded
 
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     old = store.remember("alice", "User lives in Berlin").memory

@@ -4,20 +4,31 @@ Request models forbid unknown fields (a typo is a 422 that names the field, neve
 and are strict (``"5"`` is not a number). Limits that depend on settings (content bytes, vector dimension)
 are checked by the store, which raises ``InvalidInput`` before anything is written.
 
-``MemoryOut`` lists the columns of ``model.memory_schema`` a client sees; ``tests/api`` checks it against
-the Arrow schema so the two cannot drift.
+``MemoryOut`` is derived from ``model.MemoryRecord`` (the columns a client sees, with their types) and
+``PlanOut`` from ``model.PLAN_SCHEMA``, so neither lists a field of its own.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
 import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from engram_pipeline.model import PLAN_SCHEMA, Kind, Memory, Outcome, PlanStatus, Source, Tier
+from engram_pipeline.model import (
+    JSON_COLUMNS,
+    PLAN_SCHEMA,
+    SERVED_COLUMNS,
+    Kind,
+    Memory,
+    MemoryRecord,
+    Outcome,
+    PlanStatus,
+    Source,
+    Tier,
+)
 from engram_pipeline.store.results import RememberOutcome
 
 # The limits are the store's (one place: engram_pipeline.store.validation); the models repeat them only so that
@@ -132,34 +143,22 @@ class RecallRequest(Request):
         return self
 
 
-class MemoryOut(BaseModel):
-    """A memory as clients see it (every column but the vector and the internal write token)."""
+def _served_fields() -> dict[str, Any]:
+    """One response field per column a client sees (``model.SERVED_COLUMNS``), typed as ``model.MemoryRecord``
+    types it; the JSON columns (``model.JSON_COLUMNS``) are served decoded, as objects."""
+    hints = get_type_hints(MemoryRecord)
+    decoded = {"metadata": dict[str, Any], "importance_factors": dict[str, Any] | None}
+    if set(decoded) != set(JSON_COLUMNS):
+        raise TypeError(f"JSON columns {sorted(JSON_COLUMNS)} need a decoded response type each")
+    return {name: (decoded.get(name, hints[name]), ...) for name in SERVED_COLUMNS}
 
-    id: str
-    agent_id: str
-    tier: str
-    kind: str
-    content: str
-    content_hash: str
-    tags: list[str]
-    source: str | None
-    outcome: str | None
-    importance: float | None
-    importance_factors: dict[str, Any] | None
-    confidence: float | None
-    access_count: int | None
-    reinforcement_count: int | None
-    pinned: bool | None
-    status: str
-    superseded_by: str | None
-    contradiction_with: list[str]
-    created_at: datetime | None
-    updated_at: datetime | None
-    last_accessed_at: datetime | None
-    decayed_at: datetime | None
-    expires_at: datetime | None
-    version: int
-    metadata: dict[str, Any]
+
+# Derived from the record (so the record, the schema and the API cannot drift).
+_ServedMemory = create_model("_ServedMemory", **_served_fields())
+
+
+class MemoryOut(_ServedMemory):  # type: ignore[misc,valid-type]
+    """A memory as clients see it (every column but the vector and the internal write token)."""
 
     @classmethod
     def of(cls, row: Memory) -> MemoryOut:

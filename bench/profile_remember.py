@@ -80,7 +80,7 @@ def instrument() -> None:
         ("remember_batch", "batch (inside the group commit)"),
     ):
         setattr(write_path, attr, spanned(name, getattr(write_path, attr)))
-    write_path._with_retry = spanned("lance append commit", write_path._with_retry)  # only insert_new calls it
+    write_path.with_retry = spanned("lance append commit", write_path.with_retry)  # only insert_new calls it
     WriteCache.views = spanned("write cache: version check, refresh, load", WriteCache.views)  # type: ignore[method-assign]
     # the group commit captured remember_batch in a lambda over the module global: it sees the wrapper
 

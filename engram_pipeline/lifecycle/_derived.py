@@ -24,8 +24,8 @@ from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
-    from engram_pipeline.store.cas import Change
     from engram_pipeline.store.links import Link
+    from engram_pipeline.store.results import Change
 
 Rows = dict[str, list[Memory]]  # kind -> an agent's visible rows of that kind, in table order
 

@@ -1,6 +1,5 @@
 """The memory store on LanceDB: tables, compare-and-set writes, links, audit, restore, cursors, maintenance."""
 
-from engram_pipeline.store.cas import CasResult
 from engram_pipeline.store.core import MemoryStore
 from engram_pipeline.store.errors import (
     EmbedderMismatch,
@@ -18,7 +17,7 @@ from engram_pipeline.store.errors import (
     UnknownAgent,
     VersionConflict,
 )
-from engram_pipeline.store.results import RememberResult
+from engram_pipeline.store.results import CasResult, RememberResult
 
 __all__ = [
     "CasResult",

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from engram_pipeline.model import AUDIT_SCHEMA, Memory, row_from_json, row_to_json, rows_to_table, utcnow
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, where_in
 
 # Audit actions after which ``restore`` may bring a row back.
@@ -59,15 +59,15 @@ class AuditLog:
             )
         table = rows_to_table(rows, AUDIT_SCHEMA)
         if any(e.get("event_id") for e in events):
-            _with_retry(lambda: self.table.merge_insert("event_id").when_not_matched_insert_all().execute(table))
+            with_retry(lambda: self.table.merge_insert("event_id").when_not_matched_insert_all().execute(table))
         else:
-            _with_retry(lambda: self.table.add(table))
+            with_retry(lambda: self.table.add(table))
         self.bound.wrote()
 
     def drop(self, event_ids: Sequence[str]) -> None:
         """Remove write-ahead events whose change did not happen (the row moved before the commit)."""
         if event_ids:
-            _with_retry(lambda: self.table.delete(f"event_id IN {in_list(event_ids)}"))
+            with_retry(lambda: self.table.delete(f"event_id IN {in_list(event_ids)}"))
             self.bound.wrote()
 
     def _image(self, value: Any) -> str | None:

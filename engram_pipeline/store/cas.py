@@ -14,43 +14,26 @@ change in one batch names the same columns.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from engram_pipeline.model import Memory, utcnow
+from engram_pipeline.store.results import CasResult, Change, Recompute
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import at_versions
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
-Change = dict[str, Any]
-# Given the fresh rows of the misses, return their recomputed changes (rows that no longer need a change may
-# be left out: they count as unchanged).
-Recompute = Callable[[list[Memory]], list[Change]]
 
 _FIXED = ("id", "version", "updated_at", "write_token")
 
 
-@dataclass(frozen=True)
-class CasResult:
-    applied: tuple[str, ...]
-    skipped_concurrent_edit: tuple[str, ...]
-    unchanged: tuple[str, ...] = ()
-    commits: int = 0
-    pre_images: tuple[Memory, ...] = ()  # rows as they were before the applied changes (when asked for)
-
-    @property
-    def applied_count(self) -> int:
-        return len(self.applied)
-
-
 def cas_write(
-    store: MemoryStore,
+    store: Engine,
     changes: Sequence[Change],
     *,
     recompute: Recompute | None = None,
@@ -89,7 +72,7 @@ def cas_write(
 
 
 def _attempt(
-    store: MemoryStore, changes: list[Change], audit: tuple[str, str, str | None] | None
+    store: Engine, changes: list[Change], audit: tuple[str, str, str | None] | None
 ) -> tuple[list[str], list[str], list[Memory], int]:
     """One commit of ``changes``; ``audit`` = (actor, action, run_id) writes the pre-images ahead of it."""
     ids = [c["id"] for c in changes]
@@ -141,9 +124,7 @@ def _attempt(
     return applied, misses, pre, commits
 
 
-def _commit(
-    store: MemoryStore, shard: int, changes: list[Change], columns: list[str], token: str, now: Any
-) -> list[str]:
+def _commit(store: Engine, shard: int, changes: list[Change], columns: list[str], token: str, now: Any) -> list[str]:
     """One conditional ``merge_insert`` of ``changes`` into ``shard``'s table; returns the ids it applied."""
     ids = [c["id"] for c in changes]
     schema = store.memory_schema
@@ -159,7 +140,7 @@ def _commit(
         values[name] = [c.get(name) for c in changes]
     source = pa.Table.from_arrays([pa.array(values[f.name], type=f.type) for f in fields], schema=pa.schema(fields))
     memories = store.shards[shard].memories
-    result = _with_retry(
+    result = with_retry(
         lambda: (
             memories.merge_insert("id")
             .when_matched_update_all(where="target.version + 1 = source.version")
@@ -176,7 +157,7 @@ def _commit(
 
 
 def cas_delete(
-    store: MemoryStore, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
+    store: Engine, expected: dict[str, int], *, actor: str, action: str, run_id: str | None = None
 ) -> CasResult:
     """Delete rows still at their expected version, in one commit, auditing each full pre-image."""
     if not expected:
@@ -208,11 +189,11 @@ def cas_delete(
     return CasResult(tuple(applied), tuple(skipped), (), len(by_shard), tuple(pre[i] for i in applied))
 
 
-def _delete(store: MemoryStore, shard: int, expected: dict[str, int]) -> list[str]:
+def _delete(store: Engine, shard: int, expected: dict[str, int]) -> list[str]:
     """Delete the rows of ``shard`` still at their ``expected`` version in one commit; returns those it removed."""
     live = list(expected)
     memories = store.shards[shard].memories
-    result = _with_retry(lambda: memories.delete(at_versions(expected)))
+    result = with_retry(lambda: memories.delete(at_versions(expected)))
     # Ours are the rows this commit removed: present just before it and gone in it. (Absent now is not
     # enough: a concurrent delete of the same row would have both writers claim it and keep both events.)
     if getattr(result, "num_deleted_rows", None) == len(live):
@@ -223,7 +204,7 @@ def _delete(store: MemoryStore, shard: int, expected: dict[str, int]) -> list[st
 
 
 def _write_ahead(
-    store: MemoryStore,
+    store: Engine,
     pre: dict[str, Memory],
     event_ids: dict[str, str],
     *,
@@ -244,20 +225,3 @@ def _event_id(run_id: str | None, action: str, memory_id: str, version: int) -> 
     if run_id is None:
         return uuid.uuid4().hex
     return hashlib.sha256(f"{run_id}\0{action}\0{memory_id}\0{version}".encode()).hexdigest()[:32]
-
-
-def _with_retry(op: Callable[[], Any], attempts: int = 8) -> Any:
-    """Run a commit, retrying LanceDB's retryable commit conflicts with a short backoff."""
-    for n in range(attempts):
-        try:
-            return op()
-        except Exception as exc:  # lancedb raises plain RuntimeError/OSError for commit conflicts
-            if not is_retryable_conflict(exc) or n == attempts - 1:
-                raise
-            time.sleep(0.01 * 2**n)
-    raise AssertionError("unreachable")
-
-
-def is_retryable_conflict(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(s in text for s in ("commit conflict", "retryable", "conflict", "concurrent"))

@@ -33,18 +33,20 @@ from engram_pipeline.model import (
     rows_to_table,
 )
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import cas, edits, maintenance, one_trip, write_path
+from engram_pipeline.store import cas, edits, one_trip, write_path
+from engram_pipeline.store.access_fold import fold_access as _fold_access
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
-from engram_pipeline.store.access_log import fold_access as _fold_access
 from engram_pipeline.store.audit import AuditEvent, AuditLog
 from engram_pipeline.store.cursors import Cursors, lease_agent
 from engram_pipeline.store.errors import InvalidInput, MemoryNotFound, PlanNotFound, StoreError, StoreNotFound
 from engram_pipeline.store.links import Link, Links
+from engram_pipeline.store.maintain import maintain as _maintain
 from engram_pipeline.store.meta import check_meta
 from engram_pipeline.store.object_store import check_conditional_put
 from engram_pipeline.store.plans import Plan, Plans
 from engram_pipeline.store.recall import recall as _recall
 from engram_pipeline.store.results import RememberResult
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.rows import build_row
 from engram_pipeline.store.sharding import by_shard, shard_of
 from engram_pipeline.store.shards import CREATED_AT, Shard, open_table
@@ -522,7 +524,7 @@ class MemoryStore:
         kept: set[str] = set()
         for k, group in self._group(unique).items():
             table = rows_to_table(group, self.memory_schema)
-            result = cas._with_retry(partial(_insert_new_hashes, self.shards[k].memories, table))
+            result = with_retry(partial(_insert_new_hashes, self.shards[k].memories, table))
             if result.num_inserted_rows == len(group):
                 inserted = group
             else:
@@ -619,7 +621,7 @@ class MemoryStore:
     cas_delete = cas.cas_delete
     recall = _recall
     fold_access = _fold_access
-    maintain = maintenance.maintain
+    maintain = _maintain
 
     # -- the side tables' verbs, as callers know them ----------------------------------------------------
     # A side row names its agent (``agent_id``) and goes to that agent's shard; a read by memory or plan id

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, lit, where_in
 
 LEASE_PREFIX = "lease:"  # lease rows share the cursors table; no pass name starts with this
@@ -42,7 +42,7 @@ class Cursors:
             "updated_at": utcnow(),
         }
         table = rows_to_table([row], CURSOR_SCHEMA)
-        _with_retry(
+        with_retry(
             lambda: (
                 self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
@@ -77,7 +77,7 @@ class Cursors:
             for agent_id, cursor in sorted(cursors.items())
         ]
         table = rows_to_table(rows, CURSOR_SCHEMA)
-        _with_retry(
+        with_retry(
             lambda: (
                 self.table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(table)
             )
@@ -96,7 +96,7 @@ class Cursors:
         if not rows:
             row = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "cursor": None}
             table = rows_to_table([{**row, "updated_at": utcnow()}], CURSOR_SCHEMA)
-            _with_retry(lambda: self.table.merge_insert("key").when_not_matched_insert_all().execute(table))
+            with_retry(lambda: self.table.merge_insert("key").when_not_matched_insert_all().execute(table))
             return self.lease_holder(key)
         held = [r for r in rows if r is not None]
         return held[0] if held else None
@@ -114,13 +114,13 @@ class Cursors:
         if taking is not None and self._holders(rows):
             return False
         cond = rows + (" AND cursor IS NULL" if expected is None else f" AND cursor = {lit(expected)}")
-        result = _with_retry(lambda: self.table.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
+        result = with_retry(lambda: self.table.update(where=cond, values={"cursor": holder, "updated_at": utcnow()}))
         self.bound.wrote()
         if int(result.rows_updated) == 0:
             return False
         if taking is not None and self._holders(rows) - {taking}:
             mine = rows + f" AND cursor = {lit(taking)}"
-            _with_retry(lambda: self.table.update(where=mine, values={"cursor": None, "updated_at": utcnow()}))
+            with_retry(lambda: self.table.update(where=mine, values={"cursor": None, "updated_at": utcnow()}))
             self.bound.wrote()
             return False
         return True

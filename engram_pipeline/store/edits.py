@@ -26,7 +26,6 @@ from engram_pipeline.model import (
 )
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.audit import REMOVING_ACTIONS
-from engram_pipeline.store.cas import Change, _with_retry
 from engram_pipeline.store.cas import cas_write as _cas_write
 from engram_pipeline.store.errors import (
     InvalidInput,
@@ -35,10 +34,12 @@ from engram_pipeline.store.errors import (
     RestoreDuplicate,
     VersionConflict,
 )
+from engram_pipeline.store.results import Change
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import at_versions, lit
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
 
 class MemoryChanges(TypedDict, total=False):
@@ -59,14 +60,14 @@ class MemoryChanges(TypedDict, total=False):
 UPDATABLE = frozenset(MemoryChanges.__annotations__)
 
 
-def _conflict(store: MemoryStore, memory_id: str, expected: int) -> VersionConflict:
+def _conflict(store: Engine, memory_id: str, expected: int) -> VersionConflict:
     """The conflict a lost compare-and-set reports, with the version the row is at now (None: gone)."""
     now = store.get_many([memory_id], columns=["id", "version"])
     return VersionConflict(memory_id, expected=expected, current=now[0]["version"] if now else None)
 
 
 def update(
-    store: MemoryStore,
+    store: Engine,
     memory_id: str,
     *,
     expected_version: int,
@@ -135,7 +136,7 @@ def update(
     return after
 
 
-def delete(store: MemoryStore, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
+def delete(store: Engine, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> None:
     """Delete one memory (audited with its full pre-image, so ``restore`` can bring it back)."""
     expected_version = None if expected_version is None else v.check_version("expected_version", expected_version)
     current = store.get(memory_id, track_access=False)
@@ -145,9 +146,7 @@ def delete(store: MemoryStore, memory_id: str, *, expected_version: int | None =
         raise _conflict(store, memory_id, expected)
 
 
-def restore(
-    store: MemoryStore, memory_id: str, *, expected_version: int | None = None, actor: str = "library"
-) -> Memory:
+def restore(store: Engine, memory_id: str, *, expected_version: int | None = None, actor: str = "library") -> Memory:
     """Bring back a pruned, merged, superseded, archived or deleted row from its audit pre-image.
 
     The row returns with its original id and every field of the pre-image; its ``version`` moves on
@@ -215,7 +214,7 @@ def restore(
     return after
 
 
-def _insert_back(store: MemoryStore, image: Memory, action: str) -> None:
+def _insert_back(store: Engine, image: Memory, action: str) -> None:
     """Insert a removed row back from its pre-image, or raise why not (nothing inserted, or withdrawn).
 
     One row per id by construction: the insert is a ``merge_insert`` on ``id``, the table's primary key
@@ -235,7 +234,7 @@ def _insert_back(store: MemoryStore, image: Memory, action: str) -> None:
     restored = {**image, "version": image["version"] + 1}
     table = rows_to_table([restored], store.memory_schema)
     memories = store.shard_for(agent_id).memories
-    result = _with_retry(lambda: memories.merge_insert("id").when_not_matched_insert_all().execute(table))
+    result = with_retry(lambda: memories.merge_insert("id").when_not_matched_insert_all().execute(table))
     if not result.num_inserted_rows:  # a racing restore's insert committed first
         raise _already_restored(memory_id, action)
     if memory_id not in store._drop_lost_races([restored]):
@@ -249,7 +248,7 @@ def _already_restored(memory_id: str, action: str) -> NothingToRestore:
     return NothingToRestore(memory_id, reason=f"it was already restored after its {action}")
 
 
-def _unmerge(store: MemoryStore, agent_id: str, member_id: str, canonical_id: str, *, actor: str) -> None:
+def _unmerge(store: Engine, agent_id: str, member_id: str, canonical_id: str, *, actor: str) -> None:
     """Undo what a merge wrote outside the member: its ``duplicate-of`` link and the canonical's
     ``merged_from`` entry (a compare-and-set on the canonical, audited, re-read once on a miss)."""
     store.drop_links(agent_id, src_id=member_id, dst_id=canonical_id, rel="duplicate-of")
@@ -279,7 +278,7 @@ def _unmerge(store: MemoryStore, agent_id: str, member_id: str, canonical_id: st
 
 
 def record_access(
-    store: MemoryStore,
+    store: Engine,
     rows: Sequence[Memory],
     *,
     times: int = 1,
@@ -310,7 +309,7 @@ def record_access(
     for k, ids in where.items():
         memories = store.shards[k].memories
         cond = at_versions({i: versions[i] for i in ids})
-        result = _with_retry(lambda: memories.update(where=cond, values_sql=values))  # noqa: B023 (called at once)
+        result = with_retry(lambda: memories.update(where=cond, values_sql=values))  # noqa: B023 (called at once)
         updated += int(result.rows_updated)
     return updated
 

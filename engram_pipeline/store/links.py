@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 
 from engram_pipeline.model import LINK_SCHEMA, rows_to_table, utcnow
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
 
 Link = dict[str, Any]  # a row of LINK_SCHEMA
@@ -39,16 +39,16 @@ class Links:
         table = rows_to_table(rows, LINK_SCHEMA)
         if keyed:
             on = ["src_id", "dst_id", "rel"]
-            _with_retry(lambda: self.table.merge_insert(on).when_not_matched_insert_all().execute(table))
+            with_retry(lambda: self.table.merge_insert(on).when_not_matched_insert_all().execute(table))
         else:
-            _with_retry(lambda: self.table.add(table))
+            with_retry(lambda: self.table.add(table))
         self.bound.wrote()
 
     def drop(self, *, src_id: str, dst_id: str, rel: str) -> None:
         """Remove the links ``src_id -rel-> dst_id`` (one commit; none there is a no-op)."""
         where = f"{eq('src_id', src_id)} AND {eq('dst_id', dst_id)} AND {eq('rel', rel)}"
         if self.table.count_rows(where):
-            _with_retry(lambda: self.table.delete(where))
+            with_retry(lambda: self.table.delete(where))
             self.bound.wrote()
 
     def of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:

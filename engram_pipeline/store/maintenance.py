@@ -17,7 +17,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 from lancedb.index import BTree, IvfHnswSq
 
 from engram_pipeline.store import versions
-from engram_pipeline.store.cas import is_retryable_conflict
+from engram_pipeline.store.retry import is_retryable_conflict
 
 if TYPE_CHECKING:
     from engram_pipeline.settings import Settings
-    from engram_pipeline.store.core import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -47,67 +45,10 @@ QUIET_S = 0.25  # a table with no new version for this long is quiet enough to t
 _PAUSE_S = (0.05, 2.0)  # first and longest pause after a conflict
 
 
-@dataclass(frozen=True)
-class MaintenanceReport:
-    tables: tuple[str, ...]
-    versions_before: dict[str, int]
-    versions_after: dict[str, int]
-    retries: int
-    indexes: tuple[str, ...]
-    duration_s: float
-    accesses_folded: int = 0  # access-log entries folded into ``memories`` before compaction
-    skipped: tuple[tuple[str, str], ...] = ()  # (table, what was left for the next run and why)
-
-
-def maintain(store: MemoryStore, *, keep: timedelta = timedelta(hours=1), attempts: int = 1000) -> MaintenanceReport:
-    """Fold the access log, compact every table, clean up versions older than ``keep``, and (re)build the
-    scalar indexes (and the vector index, which compaction refreshes over the folded rows).
-
-    Never raises because of concurrent writers: a step they keep preempting (see the module docstring) is
-    listed in ``skipped``. ``attempts`` caps the tries of one step (the time budget usually ends it first).
-    """
-    start = time.perf_counter()
-    folded = store.fold_access(reindex=False)
-    before: dict[str, int] = {}
-    after: dict[str, int] = {}
-    retries = 0
-    skipped: list[tuple[str, str]] = []
-    tables = store.tables()
-    for name, table in tables.items():
-        before[name] = len(table.list_versions())
-        n, why = _optimize(table, keep=keep, attempts=attempts)
-        retries += n
-        if why:
-            skipped.append((name, f"compaction and cleanup: {why}"))
-        after[name] = len(table.list_versions())
-    indexes: list[str] = []
-    for shard in store.shards:  # each shard's memories table has its own indexes
-        memories, name = shard.memories, shard.name("memories")
-        built, index_retries, index_skipped = _ensure_indexes(memories, name, store.settings, attempts=attempts)
-        indexes += [c for c in built if c not in indexes]
-        retries += index_retries
-        skipped += index_skipped
-        if "vector" in built:  # compaction keeps fragments of different index segments apart; now they can merge
-            n, why = _optimize(memories, keep=keep, attempts=attempts)
-            retries += n
-            if why:
-                skipped.append((name, f"compaction after the vector index rebuild: {why}"))
-    return MaintenanceReport(
-        tuple(tables),
-        before,
-        after,
-        retries,
-        tuple(indexes),
-        time.perf_counter() - start,
-        accesses_folded=folded.entries,
-        skipped=tuple(skipped),
-    )
-
-
 def optimize_table(table: Any, *, keep: timedelta | None = None, attempts: int = 6) -> int:
     """``table.optimize`` (compaction, index refresh, cleanup of versions older than ``keep``), giving way to
     writers; returns the number of retries. Preempted ``attempts`` times, it gives up for now (logged)."""
-    retries, why = _optimize(table, keep=keep, attempts=attempts)
+    retries, why = try_optimize(table, keep=keep, attempts=attempts)
     if why:
         log.warning("optimize of %s left for later: %s", getattr(table, "name", table), why)
     return retries
@@ -148,7 +89,7 @@ class FragmentBound:
             versions.clean_old_versions(self.table)
 
 
-def _optimize(table: Any, *, keep: timedelta | None, attempts: int) -> tuple[int, str | None]:
+def try_optimize(table: Any, *, keep: timedelta | None, attempts: int) -> tuple[int, str | None]:
     return yielding(table, lambda: table.optimize(cleanup_older_than=keep), attempts=attempts)
 
 
@@ -189,7 +130,7 @@ def _wait_quiet(table: Any, longest: float) -> None:
             return
 
 
-def _ensure_indexes(
+def ensure_indexes(
     table: Any, name: str, settings: Settings, *, attempts: int
 ) -> tuple[tuple[str, ...], int, list[tuple[str, str]]]:
     """Scalar indexes on the filter columns of a ``memories`` table (``name``); a vector index once the table
@@ -229,7 +170,3 @@ def build_vector_index(table: Any) -> None:
     """(Re)build the vector index of ``memories`` as one segment."""
     # The column goes first: with ``config`` LanceDB reads that argument as the column, not the metric.
     table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
-
-
-def describe(store: MemoryStore) -> dict[str, Any]:
-    return {name: {"rows": table.count_rows()} for name, table in store.tables().items()}

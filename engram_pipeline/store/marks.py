@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, utcnow
-from engram_pipeline.store.cas import CasResult
+from engram_pipeline.store.results import CasResult
 from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
 
 def apply_contradictions(
-    store: MemoryStore, found: Sequence[tuple[Memory, Memory, Any]], *, actor: str
+    store: Engine, found: Sequence[tuple[Memory, Memory, Any]], *, actor: str
 ) -> list[dict[str, Any]]:
     """Record each contradiction ``(new, old, hit)`` between a freshly inserted row and an older one by the
     configured policy, in one compare-and-set batch and one append of links; returns what each recorded."""
@@ -47,7 +47,7 @@ def apply_contradictions(
 
 
 def mark_contradicted(
-    store: MemoryStore,
+    store: Engine,
     pairs: list[tuple[str, str]],
     *,
     reason: str,
@@ -64,7 +64,7 @@ def mark_contradicted(
 
 
 def mark_contradicted_many(
-    store: MemoryStore,
+    store: Engine,
     pairs: Sequence[tuple[str, str, str]],
     *,
     actor: str,
@@ -109,7 +109,7 @@ def mark_contradicted_many(
 
 
 def mark_superseded(
-    store: MemoryStore,
+    store: Engine,
     old: Memory,
     *,
     by: str,
@@ -124,7 +124,7 @@ def mark_superseded(
 
 
 def mark_superseded_many(
-    store: MemoryStore,
+    store: Engine,
     items: Sequence[tuple[str, str, str]],
     *,
     actor: str,
@@ -163,7 +163,7 @@ def mark_superseded_many(
 
 
 def _cas_many(
-    store: MemoryStore,
+    store: Engine,
     wanted: Mapping[str, Any],
     change: Callable[[Memory], dict[str, Any] | None],
     expected: Mapping[str, int] | None,

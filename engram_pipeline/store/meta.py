@@ -11,8 +11,8 @@ from typing import Any
 
 from engram_pipeline.embed import embedder_settings
 from engram_pipeline.model import META_SCHEMA, SCHEMA_VERSION, rows_to_table
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.errors import EmbedderMismatch, InvalidInput, MigrationInProgress, ShardCountMismatch
+from engram_pipeline.store.retry import with_retry
 
 SHARDS = "shards"  # the shard count the store's tables are laid out for
 MIGRATION = "migration"  # JSON of a re-shard under way: {"from": N, "to": M, "done": [target shards copied]}
@@ -33,7 +33,7 @@ def check_meta(table: Any, *, uri: str, embedder: str, dimension: int, shards: i
             ],
             META_SCHEMA,
         )
-        _with_retry(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(first))
+        with_retry(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(first))
         rows = read_meta(table)
     if rows["embedder"] != embedder or int(rows["dimension"]) != dimension:
         built, built_dim = rows["embedder"], int(rows["dimension"])
@@ -63,4 +63,4 @@ def read_meta(table: Any) -> dict[str, str]:
 def write_meta(table: Any, values: dict[str, str | None]) -> None:
     """Set (or, with None, clear) meta keys in one commit."""
     rows = rows_to_table([{"key": k, "value": v} for k, v in values.items()], META_SCHEMA)
-    _with_retry(lambda: table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows))
+    with_retry(lambda: table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows))

@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.maintenance import FragmentBound
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
 
 Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
@@ -54,7 +54,7 @@ class Plans:
             for agent, body in bodies.items()
         ]
         table = rows_to_table(rows, PLAN_SCHEMA)
-        _with_retry(lambda: self.table.add(table))
+        with_retry(lambda: self.table.add(table))
         self.bound.wrote()
         return ids
 
@@ -90,7 +90,7 @@ class Plans:
 
     def mark_applied(self, plan_id: str, result: dict[str, Any]) -> None:
         values = {"status": "applied", "applied_at": utcnow(), "result": json.dumps(result, default=str)}
-        _with_retry(lambda: self.table.update(where=eq("plan_id", plan_id), values=values))
+        with_retry(lambda: self.table.update(where=eq("plan_id", plan_id), values=values))
         self.bound.wrote()
 
     def close(self, plan_id: str, status: PlanStatus, note: dict[str, Any]) -> bool:
@@ -111,7 +111,7 @@ class Plans:
                 "result": pa.array(list(results.values()), pa.string()),
             }
         )
-        merged = _with_retry(
+        merged = with_retry(
             lambda: (
                 self.table.merge_insert("plan_id")
                 .when_matched_update_all(where=f"target.status = {lit('pending')}")

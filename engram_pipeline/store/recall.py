@@ -45,7 +45,7 @@ from engram_pipeline.store.validation import check_int, check_k, check_text, che
 from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
 MAX_K = 100
 # What ``with_vectors=False`` leaves out: the vector, and the CAS write token no reader uses. Every column
@@ -98,7 +98,7 @@ def visibility_filter(
 
 
 def recall(
-    store: MemoryStore,
+    store: Engine,
     agent_id: str,
     query: str | None = None,
     *,
@@ -174,7 +174,7 @@ def noise_share(rows: Sequence[Memory], threshold: float) -> np.ndarray:
 
 
 def _evidence(
-    store: MemoryStore, rows: list[Memory], qvec: Sequence[float], *, limit: int, with_vectors: bool
+    store: Engine, rows: list[Memory], qvec: Sequence[float], *, limit: int, with_vectors: bool
 ) -> dict[str, tuple[Memory, ...]]:
     """For each derived row among ``rows``, up to ``limit`` of its hidden sources (archived, or superseded),
     by cosine to ``qvec``. One links lookup and one read of the sources, only when a derived row was hit."""
@@ -210,7 +210,7 @@ def _served(row: Memory, with_vectors: bool) -> Memory:
 
 
 def candidates(
-    store: MemoryStore,
+    store: Engine,
     qvec: Sequence[float],
     where: str,
     *,

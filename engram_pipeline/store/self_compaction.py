@@ -54,7 +54,7 @@ from engram_pipeline.store import versions
 from engram_pipeline.store.appends import Appends
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
     from engram_pipeline.store.shards import Shard
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ _states: weakref.WeakKeyDictionary[Shard, _State] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def after_commit(store: MemoryStore, shards: Iterable[int] = (0,)) -> None:
+def after_commit(store: Engine, shards: Iterable[int] = (0,)) -> None:
     """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
     ``memories`` when its fragments pass the bound, and a clean-up of its old versions every
     :data:`~.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
@@ -116,7 +116,7 @@ def _after_commit(shard: Shard) -> None:
         state.running.start()
 
 
-def fragments(store: MemoryStore) -> int:
+def fragments(store: Engine) -> int:
     """The number of fragments of ``memories`` (of the shard that has the most)."""
     return max(_fragments(shard.memories) for shard in store.shards)
 
@@ -125,12 +125,12 @@ def _fragments(table: Any) -> int:
     return int(table.stats()["fragment_stats"]["num_fragments"])
 
 
-def compactions(store: MemoryStore) -> int:
+def compactions(store: Engine) -> int:
     """How many background compactions this process ran on ``store`` (over its shards)."""
     return sum(state.compactions for shard in store.shards if (state := _states.get(shard)) is not None)
 
 
-def wait_idle(store: MemoryStore, timeout: float | None = None) -> None:
+def wait_idle(store: Engine, timeout: float | None = None) -> None:
     """Wait for the running background compactions of ``store`` (tests and benchmarks)."""
     for shard in store.shards:
         state = _states.get(shard)

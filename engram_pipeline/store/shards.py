@@ -25,13 +25,13 @@ from engram_pipeline.model import ACCESS_LOG_SCHEMA, AUDIT_SCHEMA, CURSOR_SCHEMA
 from engram_pipeline.store.access_log import AccessLog
 from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.cursors import Cursors
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.links import Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.plans import Plans
 from engram_pipeline.store.results import RememberResult
+from engram_pipeline.store.retry import with_retry
 
 SIDE_SCHEMAS: dict[str, pa.Schema] = {
     "links": LINK_SCHEMA,
@@ -82,7 +82,7 @@ def ensure_keyed(table: Any) -> None:
     if keyed(table):
         return
     try:
-        _with_retry(lambda: table.set_unenforced_primary_key(PRIMARY_KEY))
+        with_retry(lambda: table.set_unenforced_primary_key(PRIMARY_KEY))
     except ValueError as exc:
         if "already set" not in str(exc):
             raise

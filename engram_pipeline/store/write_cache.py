@@ -55,21 +55,30 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.store import one_trip
-from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT
+from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT, Shard
 from engram_pipeline.store.sql import eq, in_list, where_in
 from engram_pipeline.visibility import is_visible
 
 if TYPE_CHECKING:
+    from engram_pipeline.embed import Embedder
     from engram_pipeline.model import Memory
     from engram_pipeline.store.appends import Appends
-    from engram_pipeline.store.core import MemoryStore
+
+
+class _Host(Protocol):
+    """What the cache reads of the store that holds it (the embedder's dimension, each shard's table and
+    appends); narrower than :class:`~.engine.Engine`, which holds the cache."""
+
+    embedder: Embedder
+    shards: tuple[Shard, ...]
+
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +337,7 @@ class WriteCache:
     def agents(self) -> int:
         return sum(len(v) for v in self._views.values())
 
-    def views(self, store: MemoryStore, shard: int, version: int, agent_ids: Iterable[str]) -> dict[str, AgentView]:
+    def views(self, store: _Host, shard: int, version: int, agent_ids: Iterable[str]) -> dict[str, AgentView]:
         """The view of each of ``agent_ids`` (of ``shard``) at table version ``version``, read or brought up
         to date where needed; an agent the cache does not keep is left out (the caller reads the table)."""
         if self.max_rows <= 0:
@@ -484,7 +493,7 @@ def _lately_used(views: Iterable[AgentView], version: int, now: float) -> list[A
 
 
 def _bring_to(
-    store: MemoryStore,
+    store: _Host,
     table: Any,
     views: Sequence[AgentView],
     version: int,
@@ -573,7 +582,7 @@ async def _nothing() -> None:
     return None
 
 
-async def _load(store: MemoryStore, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
+async def _load(store: _Host, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
     """Each agent's rows read whole (their :data:`COLUMNS` and vector), as views at ``version``."""
     found = await one_trip.rows(table, f"agent_id IN {in_list(list(agents))}", columns=[*COLUMNS, "vector"])
     views = {a: AgentView(a, store.embedder.dimension, version) for a in agents}
@@ -581,7 +590,7 @@ async def _load(store: MemoryStore, table: Any, agents: Sequence[str], version: 
     return views
 
 
-async def _refresh(store: MemoryStore, table: Any, stale: Sequence[AgentView], version: int) -> None:
+async def _refresh(store: _Host, table: Any, stale: Sequence[AgentView], version: int) -> None:
     """Bring each stale view to ``version``: read its agent's ``(id, version)`` (one query for all of them),
     drop the rows gone, read again the rows new or moved."""
     by_agent = {v.agent_id: v for v in stale}

@@ -28,22 +28,20 @@ from engram_pipeline.model import Memory
 from engram_pipeline.similarity.bands import contradiction_bands, in_bands
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
 Found = list[tuple[Memory, Any]]
 """The candidates a new row contradicts, each with the rule's hit."""
 
 
-def near_cosine(store: MemoryStore) -> float:
+def near_cosine(store: Engine) -> float:
     """The lowest cosine at which a pair of rows matters to a write: the judge's floor, or the contradiction
     band's start, or the duplicate threshold."""
     s = store.settings
     return min(get_judge(store).floor, s.contradiction_threshold, s.duplicate_threshold)
 
 
-def decide_many(
-    store: MemoryStore, cases: Sequence[tuple[Memory, Sequence[Memory]]]
-) -> list[tuple[Memory | None, Found]]:
+def decide_many(store: Engine, cases: Sequence[tuple[Memory, Sequence[Memory]]]) -> list[tuple[Memory | None, Found]]:
     """For each ``(row, candidates)``: the first candidate the judge calls the same fact as ``row`` and no
     contradictions, or ``None`` and the candidates the contradiction rules find ``row`` contradicts."""
     # Below this cosine neither the judge nor the contradiction band acts (engram_pipeline/judge/: "below the

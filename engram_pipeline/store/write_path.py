@@ -35,11 +35,11 @@ from engram_pipeline.model import Memory, confidence_of, dumps_metadata, loads_m
 from engram_pipeline.scoring import importance_of, reinforce
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.access_log import overlay_pending
-from engram_pipeline.store.cas import _with_retry
 from engram_pipeline.store.errors import MemoryNotFound, StoreError, VersionConflict
 from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.marks import apply_contradictions
 from engram_pipeline.store.results import RememberResult
+from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.self_compaction import after_commit
 from engram_pipeline.store.sql import eq, where_in
 from engram_pipeline.store.write_cache import CHECKED, AgentView
@@ -47,7 +47,7 @@ from engram_pipeline.store.write_checks import Found, decide_many, near_cosine
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.engine import Engine
 
 NEIGHBOURS = 8
 # A search returning whole rows materialises every column of each hit, 1.6x the time of the CHECKED columns
@@ -55,14 +55,14 @@ NEIGHBOURS = 8
 # (``_collapse``).
 
 
-def visible_neighbours(store: MemoryStore, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
+def visible_neighbours(store: Engine, agent_id: str, vector: list[float], k: int = NEIGHBOURS) -> list[Memory]:
     """The ``k`` nearest rows of the agent that recall would show, each with ``_similarity`` (without their
     vectors: :func:`stored_columns`)."""
     return many_visible_neighbours(store, agent_id, [vector], k)[0]
 
 
 def many_visible_neighbours(
-    store: MemoryStore, agent_id: str, vectors: Sequence[list[float]], k: int = NEIGHBOURS
+    store: Engine, agent_id: str, vectors: Sequence[list[float]], k: int = NEIGHBOURS
 ) -> list[list[Memory]]:
     """:func:`visible_neighbours` of several vectors of one agent, in one query (a multi-vector search is
     several times cheaper than as many single ones)."""
@@ -70,7 +70,7 @@ def many_visible_neighbours(
 
 
 async def _many_visible_neighbours(
-    store: MemoryStore,
+    store: Engine,
     agent_id: str,
     vectors: Sequence[list[float]],
     k: int = NEIGHBOURS,
@@ -86,7 +86,7 @@ async def _many_visible_neighbours(
     return out
 
 
-def stored_columns(store: MemoryStore) -> list[str]:
+def stored_columns(store: Engine) -> list[str]:
     """The columns a write's checks read of a stored neighbour: all but its vector (the cosine is computed,
     and a neighbour's vector is several times the rest of the row to read)."""
     return [f.name for f in store.memory_schema if f.name != "vector"]
@@ -96,16 +96,14 @@ Item = tuple[Memory, str]
 """A write handed to the group commit: the new row (with its vector) and the actor writing it."""
 
 
-def new_write_group(store: MemoryStore) -> GroupCommit[Item, RememberResult]:
+def new_write_group(store: Engine) -> GroupCommit[Item, RememberResult]:
     """A group commit that batches the ``remember`` calls of one process (see :mod:`.group_commit`). The
     store keeps one per shard: a batch commits to one table, and writers of different shards never wait for
     one another's batch."""
     return GroupCommit(lambda items: remember_batch(store, items))
 
 
-def remember_batch(
-    store: MemoryStore, items: Sequence[Item], *, rounds: int = 3
-) -> list[RememberResult | BaseException]:
+def remember_batch(store: Engine, items: Sequence[Item], *, rounds: int = 3) -> list[RememberResult | BaseException]:
     """The write-time checks and the insert of a batch of new rows, as if written one after another in order,
     in one commit where the rows do not touch one another.
 
@@ -193,7 +191,7 @@ def remember_batch(
     return out  # type: ignore[return-value]
 
 
-def _embed_missing(store: MemoryStore, rows: Sequence[Memory]) -> dict[int, BaseException]:
+def _embed_missing(store: Engine, rows: Sequence[Memory]) -> dict[int, BaseException]:
     """Give each row without a vector the embedding of its content, in one call for the batch. Should that
     call fail, each such row is embedded alone, so that a text the embedder refuses fails its own write only;
     returns those failures by index in ``rows``."""
@@ -216,7 +214,7 @@ def _embed_missing(store: MemoryStore, rows: Sequence[Memory]) -> dict[int, Base
 
 
 def _first_reads(
-    store: MemoryStore, rows: Sequence[Memory]
+    store: Engine, rows: Sequence[Memory]
 ) -> tuple[dict[int, int], dict[str, Memory], dict[int, list[Memory]]]:
     """What a batch's checks start from: the version of each shard's table the batch writes to, read first
     (see :func:`insert_new`); then the stored row of each content hash the store already has and the
@@ -252,7 +250,7 @@ def _first_reads(
     return versions, _stored_of(store, rows, hits) | kept, near
 
 
-def _views(store: MemoryStore, rows: Sequence[Memory]) -> tuple[dict[int, int], dict[str, AgentView]]:
+def _views(store: Engine, rows: Sequence[Memory]) -> tuple[dict[int, int], dict[str, AgentView]]:
     """The latest version of each shard's table ``rows`` go to (one trip), and the write cache's view at
     that version of each of their agents it keeps."""
     groups = store._group(rows)
@@ -276,7 +274,7 @@ def _nearest_in_views(views: Mapping[str, AgentView], rows: Sequence[tuple[int, 
     return out
 
 
-def _current_neighbours(store: MemoryStore, row: Memory) -> list[Memory]:
+def _current_neighbours(store: Engine, row: Memory) -> list[Memory]:
     """The visible neighbours of ``row`` in the table as it is now (the write cache's view, else a search)."""
     _, views = _views(store, [row])
     if row["agent_id"] in views:
@@ -284,7 +282,7 @@ def _current_neighbours(store: MemoryStore, row: Memory) -> list[Memory]:
     return visible_neighbours(store, row["agent_id"], row["vector"])
 
 
-def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memory]:
+def stored_by_hash(store: Engine, rows: Sequence[Memory]) -> dict[str, Memory]:
     """The stored row of each content hash of ``rows`` that the store already has.
 
     One read of two columns through the BTree index on ``content_hash``, then the full rows of the hits only
@@ -295,7 +293,7 @@ def stored_by_hash(store: MemoryStore, rows: Sequence[Memory]) -> dict[str, Memo
     return _stored_of(store, rows, one_trip.run(_hash_hits(store, rows)))
 
 
-async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]:
+async def _hash_hits(store: Engine, rows: Sequence[Memory]) -> list[Memory]:
     """``id`` and ``content_hash`` of the stored rows sharing a content hash with ``rows`` (reads at once)."""
     reads = []
     for k, group in store._group(rows).items():
@@ -305,7 +303,7 @@ async def _hash_hits(store: MemoryStore, rows: Sequence[Memory]) -> list[Memory]
     return [hit for table in await one_trip.together(*reads) for hit in table.to_pylist()]
 
 
-def _stored_of(store: MemoryStore, rows: Sequence[Memory], hits: Sequence[Memory]) -> dict[str, Memory]:
+def _stored_of(store: Engine, rows: Sequence[Memory], hits: Sequence[Memory]) -> dict[str, Memory]:
     """The stored row of each content hash ``hits`` found for ``rows``: their whole rows, read in one trip
     (:func:`_whole_rows`)."""
     if not hits:
@@ -320,7 +318,7 @@ def _stored_of(store: MemoryStore, rows: Sequence[Memory], hits: Sequence[Memory
     return {digest: store._first_committed(group) for digest, group in found.items()}
 
 
-def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int]) -> list[str]:
+def insert_new(store: Engine, rows: Sequence[Memory], *, checked_at: Mapping[int, int]) -> list[str]:
     """Append rows found new by an exact check that read version ``checked_at[k]`` (or later) of each shard
     ``k``'s table, in one commit per shard; returns the ids that stay (:func:`append_new`)."""
     kept = append_new(store, rows, checked_at=checked_at, whole=False)
@@ -328,7 +326,7 @@ def insert_new(store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mappin
 
 
 def append_new(
-    store: MemoryStore, rows: Sequence[Memory], *, checked_at: Mapping[int, int], whole: bool = True
+    store: Engine, rows: Sequence[Memory], *, checked_at: Mapping[int, int], whole: bool = True
 ) -> dict[str, Memory | None]:
     """Append rows found new by an exact check that read version ``checked_at[k]`` (or later) of each shard
     ``k``'s table, in one commit per shard; returns the rows that stay, by id, each as a read of the table
@@ -345,7 +343,7 @@ def append_new(
     for k, group in store._group(rows).items():
         table = rows_to_table(group, store.memory_schema)
         appends = store.shards[k].appends
-        committed = _with_retry(lambda: appends.append(table))  # noqa: B023 (called at once)
+        committed = with_retry(lambda: appends.append(table))  # noqa: B023 (called at once)
         stored: list[Memory | None] = table.to_pylist() if whole else [None] * len(group)
         if k in checked_at and appends.unchanged(checked_at[k], committed - 1):
             # nothing but commits that change no row (the store's own compactions) came since the check
@@ -357,13 +355,13 @@ def append_new(
     return kept
 
 
-def _neighbours_of(store: MemoryStore, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
+def _neighbours_of(store: Engine, rows: Sequence[tuple[int, Memory]]) -> dict[int, list[Memory]]:
     """The visible neighbours of each ``(index, row)``, one query per agent (the queries run at once)."""
     return one_trip.run(_neighbours(store, rows))
 
 
 async def _neighbours(
-    store: MemoryStore, rows: Sequence[tuple[int, Memory]], columns: Sequence[str] | None = None
+    store: Engine, rows: Sequence[tuple[int, Memory]], columns: Sequence[str] | None = None
 ) -> dict[int, list[Memory]]:
     by_agent: dict[str, list[tuple[int, Memory]]] = {}
     for i, row in rows:
@@ -379,7 +377,7 @@ async def _neighbours(
 
 
 def _check(
-    store: MemoryStore,
+    store: Engine,
     row: Memory,
     *,
     neighbours: list[Memory] | None = None,
@@ -398,7 +396,7 @@ def _check(
     return _judge(store, row, neighbours) if decided is None else decided
 
 
-def _judge(store: MemoryStore, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
+def _judge(store: Engine, row: Memory, neighbours: Sequence[Memory]) -> tuple[Memory | None, Found]:
     """Of ``neighbours`` (with ``_similarity``), the first the judge calls the same fact as ``row``; failing
     that, those the contradiction rules find ``row`` contradicts (:func:`.write_checks.decide_many`)."""
     return decide_many(store, [(row, neighbours)])[0]
@@ -414,7 +412,7 @@ class _Pending:
     """The rows of a batch checked and waiting for their commit: rows to insert (with the contradictions to
     record) and near duplicates to fold into a stored row."""
 
-    store: MemoryStore
+    store: Engine
     near_cosine: float
     checked_at: dict[int, int]  # per shard, the table version the batch's exact check read (or a later one)
     entries: list[tuple[int, Memory, str, Found]] = dataclasses.field(default_factory=list)
@@ -479,7 +477,7 @@ class _Pending:
         after_commit(store, {store.shard_of(row["agent_id"]) for _, row, _, _ in entries})
 
 
-def _collapse(store: MemoryStore, merges: Sequence[_Merge], out: list[RememberResult | BaseException | None]) -> None:
+def _collapse(store: Engine, merges: Sequence[_Merge], out: list[RememberResult | BaseException | None]) -> None:
     """Fold each near-duplicate write of ``merges`` into its stored row, in order, in one compare-and-set
     (:func:`collapse_many`), then tell each writer its row as read after it.
 
@@ -545,14 +543,14 @@ def _score(neighbour: Memory) -> float:
     return float(neighbour["_similarity"])
 
 
-def rows_by_id(store: MemoryStore, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
+def rows_by_id(store: Engine, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
     """The whole stored rows of the ids of ``rows`` (each with ``agent_id``), by id: one read per shard, in
     one trip; ``as_get`` counts the reads logged but not yet folded, as :meth:`MemoryStore.get` does."""
     ids = {k: list(dict.fromkeys(r["id"] for r in group)) for k, group in store._group(rows).items()}
     return {r["id"]: r for r in _whole_rows(store, ids, as_get=as_get)}
 
 
-def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get: bool = False) -> list[Memory]:
+def _whole_rows(store: Engine, ids: Mapping[int, Sequence[str]], *, as_get: bool = False) -> list[Memory]:
     """The whole rows of ``ids`` (by shard), every shard's read in one trip through lancedb's event loop
     (``get_many`` looks the ids up shard after shard, not knowing where they are; the synchronous query it
     used to run was several trips, each a hand-off between threads that the writers waiting on a batch make
@@ -571,7 +569,7 @@ def _whole_rows(store: MemoryStore, ids: Mapping[int, Sequence[str]], *, as_get:
 
 
 def collapse_many(
-    store: MemoryStore, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str
+    store: Engine, merges: Sequence[tuple[Memory, Memory, float]], *, actor: str
 ) -> dict[str, StoreError]:
     """Fold each ``(existing, incoming, score)`` near-duplicate write into its existing row, in one
     compare-and-set batch; several writes into one row are folded in order, as that many collapses one after

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +80,22 @@ class MemoryRecord(TypedDict):
     version: int
     write_token: str | None  # the compare-and-set batch that last wrote the row
     metadata: str | None  # JSON
+
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``update`` may change; the other columns belong to the store or to passes. A field's note (the
+    ``Annotated`` text) is what the HTTP API's ``UpdateRequest``, derived from this record, says of it."""
+
+    content: str
+    tags: Sequence[str]
+    importance: float
+    confidence: float
+    pinned: bool
+    kind: Kind
+    tier: Tier
+    outcome: Annotated[Outcome | None, "null clears the outcome"]
+    metadata: Annotated[dict[str, Any], "replaces the whole metadata object"]
+    source: Source
 
 
 MEMORY_COLUMNS: tuple[str, ...] = tuple(MemoryRecord.__annotations__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_type_hints
 
 import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
@@ -23,6 +23,7 @@ from engram_pipeline.model import (
     SERVED_COLUMNS,
     Kind,
     Memory,
+    MemoryChanges,
     MemoryRecord,
     Outcome,
     PlanStatus,
@@ -79,20 +80,35 @@ class RememberRequest(Request):
     vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
 
 
-class UpdateRequest(Request):
+# The API's types of the fields whose values it constrains (the limits are the store's, above); every other
+# field has the record's type.
+_CONSTRAINED: dict[str, Any] = {
+    "content": Text,
+    "tags": Annotated[list[Tag], Field(max_length=MAX_TAGS)],
+    "importance": Unit,
+    "confidence": Unit,
+}
+
+
+def _change_fields() -> dict[str, Any]:
+    """One optional field per key of ``model.MemoryChanges`` (what ``update`` may change), described by the
+    record's note on it."""
+    hints = get_type_hints(MemoryChanges, include_extras=True)
+    out: dict[str, Any] = {}
+    for name, hint in hints.items():
+        notes = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, str)]
+        kind = _CONSTRAINED.get(name, get_args(hint)[0] if notes else hint)
+        out[name] = (kind | None, Field(default=None, description=notes[0] if notes else None))
+    return out
+
+
+_Changes = create_model("_Changes", __base__=Request, **_change_fields())
+
+
+class UpdateRequest(_Changes):  # type: ignore[misc,valid-type]
     """A versioned edit: ``expected_version`` is the version you read; a stale one is refused with 409."""
 
     expected_version: Annotated[int, Field(ge=1, le=MAX_VERSION)]
-    content: Text | None = None
-    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
-    importance: Unit | None = None
-    confidence: Unit | None = None
-    pinned: bool | None = None
-    kind: Kind | None = None
-    tier: Tier | None = None
-    outcome: Outcome | None = Field(default=None, description="null clears the outcome")
-    source: Source | None = None
-    metadata: dict[str, Any] | None = Field(default=None, description="replaces the whole metadata object")
 
     @model_validator(mode="after")
     def _changes_given(self) -> UpdateRequest:

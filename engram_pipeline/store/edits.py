@@ -11,14 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from engram_pipeline.model import (
-    Kind,
     Memory,
-    Outcome,
-    Source,
-    Tier,
+    MemoryChanges,
     dumps_metadata,
     loads_metadata,
     rows_to_table,
@@ -42,22 +39,7 @@ if TYPE_CHECKING:
     from engram_pipeline.store.engine import Engine
 
 
-class MemoryChanges(TypedDict, total=False):
-    """What ``update`` may change; the other columns belong to the store or to passes."""
-
-    content: str
-    tags: Sequence[str]
-    importance: float
-    confidence: float
-    pinned: bool
-    kind: Kind
-    tier: Tier
-    outcome: Outcome | None  # None clears it
-    metadata: dict[str, Any]  # replaces the whole object
-    source: Source
-
-
-UPDATABLE = frozenset(MemoryChanges.__annotations__)
+UPDATABLE = frozenset(MemoryChanges.__annotations__)  # the record's (model.MemoryChanges)
 
 
 def _conflict(store: Engine, memory_id: str, expected: int) -> VersionConflict:

@@ -9,8 +9,8 @@ append, never touching ``memories``), and folded in by the passes that read acce
 
 Each append is a fragment and a version of the log, and every read of it (``get``'s overlay, below) visits
 the fragments and lists the versions: a server appends once a second, so between two folds (every 5 minutes
-when promotion is scheduled, never when it is not) a ``pending`` read grew from 34 ms after 600 appends to
-368 ms after 3,000, and an append from 3.6 to 22.5 ms (``bench/bench_side_versions.py``). The appends keep
+when promotion is scheduled, never when it is not) both a ``pending`` read and an append grew with the
+appends (``bench/bench_side_versions.py``; figures in ``docs/scale.md``). The appends keep
 both bounded as the other side tables' commits do (:class:`~.maintenance.FragmentBound`: compacted past
 ``SIDE_MAX_FRAGMENTS``, old versions cleaned up every ``CLEAN_EVERY`` appends), where the fold's compaction
 keeps a week of versions.

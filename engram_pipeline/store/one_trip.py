@@ -2,11 +2,9 @@
 
 lancedb's synchronous table runs each call as a coroutine on its background event loop thread and waits for
 it. A filtered read or a vector search through it is five or six such trips (the table schema, twice more for
-blob columns, the query, then each batch), and every trip waits for that thread to be scheduled: on the
-loaded 2-core machine here the exact-duplicate lookup and the neighbour search of one ``remember`` took
-15.3 ms p50 as the synchronous calls, one after the other, and 8.9 ms as one coroutine running both
-(``bench/profile_remember.py``; 1k rows, interleaved runs). The write path's reads before its commit go
-through here.
+blob columns, the query, then each batch), and every trip waits for that thread to be scheduled, which
+costs a ``remember`` most on a loaded machine (``docs/scale.md``, "How the write path was measured"). The
+write path's reads before its commit go through here.
 
 The coroutines are those of lancedb's ``AsyncTable``, which the synchronous ``LanceTable`` wraps
 (``table._table`` in lancedb 0.40, the pinned version). The store's tables have no blob columns, so the

@@ -5,8 +5,8 @@ version by listing that directory: every read under the store's strong consisten
 every version check grows with the versions kept. ``maintain`` cleans up versions older than an hour, and a
 compaction through lancedb's ``optimize`` keeps a week of them, so under a steady stream of commits (single
 writes to ``memories``; a server's access-log appends, once a second; a sweep's cursors, per agent) their
-number grew with the commits since the last maintenance run: single writes at 1k rows took 7.0 ms p50 with
-1,100 versions of ``memories`` and 18.6-27.7 ms with 6,700-8,900.
+number grew with the commits since the last maintenance run, and with it the cost of a single write
+(``docs/scale.md``, "How the write path was measured").
 
 So every :data:`CLEAN_EVERY` commits to a table the store calls :func:`clean_old_versions`, which keeps the last
 :data:`KEEP_VERSIONS` and any younger than :data:`VERSIONS_MIN_AGE` (a read that began at an older version and

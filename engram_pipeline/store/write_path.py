@@ -11,10 +11,8 @@ nearest visible neighbours of the same agent decide:
 * the store's merge judge (:func:`engram_pipeline.judge.same_fact`, the decision the corpus merge uses)
   calls the pair a duplicate: the write collapses into the existing row, which gains a
   ``duplicate_matches`` entry, a reinforcement and a fresh importance score; nothing new is inserted and
-  the outcome is ``semantic_duplicate``. The collapses of a batch are one compare-and-set: one per write
-  made 16 writers whose writes all collapsed commit one after another (3.4 remembers/s in process, against
-  47/s with one per batch and its commit counted for self-compaction; medians of 2, a 640-row agent, on a
-  loaded 2-core machine);
+  the outcome is ``semantic_duplicate``. The collapses of a batch are one compare-and-set (one per write
+  made writers whose writes all collapsed commit one after another: ``docs/scale.md``);
 * similarity in [``MEMORY_CONTRADICTION_THRESHOLD``, ``..._MAX``) and the rules of
   :mod:`engram_pipeline.claims` fire: policy ``flag`` marks both rows ``contradicted`` (both stay in recall)
   with a ``contradicts`` link; policy ``supersede`` hides the older row behind the new one, audited.
@@ -554,7 +552,7 @@ def _whole_rows(store: Engine, ids: Mapping[int, Sequence[str]], *, as_get: bool
     """The whole rows of ``ids`` (by shard), every shard's read in one trip through lancedb's event loop
     (``get_many`` looks the ids up shard after shard, not knowing where they are; the synchronous query it
     used to run was several trips, each a hand-off between threads that the writers waiting on a batch make
-    slower: 15 ms per batch under 16 writers); ``as_get`` counts the reads logged but not yet folded, as
+    slower); ``as_get`` counts the reads logged but not yet folded, as
     :meth:`MemoryStore.get` does."""
     chunks = [(k, where) for k, group in ids.items() for where in where_in("id", group)]
     if not chunks:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, MaterializeResult, Output, build_asset_context
+from dagster import AssetObservation, DagsterInstance, Failure, MaterializeResult, Output, build_asset_context
 
 from assets.consolidation_assets import EpisodeClustersConfig, archival, beliefs, episode_clusters, procedures, schemas
 from assets.graph_assets import neighbour_graph
@@ -75,11 +75,35 @@ def test_merge_plan_then_apply_exactly_that_plan(
     plan = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None)
     plan_id = plan.metadata["plan_id"].value
     assert plan.metadata["clusters"].value > 0 and plan_id.startswith("plan-")
+    assert plan.metadata["status"].value == "pending"
     assert not seeded.list_memories(MERGE_AGENT, status="superseded")  # a dry run touches nothing
-    applied = corpus_merge_apply(context(engram, instance, MERGE_AGENT), config=CorpusMergeApplyConfig(plan_id=plan_id))
+    applying = context(engram, instance, MERGE_AGENT)
+    applied = corpus_merge_apply(applying, config=CorpusMergeApplyConfig(plan_id=plan_id))
     assert applied.metadata["plan_id"].value == plan_id
     assert applied.metadata["merged"].value == plan.metadata["would_merge"].value
     assert len(seeded.list_memories(MERGE_AGENT, status="superseded")) == plan.metadata["would_merge"].value
+    assert plan_statuses(applying) == [(MERGE_AGENT, plan_id, "applied")]  # on the plan's page
+
+
+def test_a_discarded_plan_says_so_on_its_page(engram: EngramStore, instance: DagsterInstance) -> None:
+    plan_id = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None).metadata["plan_id"].value
+    discarding = context(engram, instance, MERGE_AGENT)
+    corpus_merge_apply(discarding, config=CorpusMergeApplyConfig(plan_id=plan_id, discard=True))
+    assert plan_statuses(discarding) == [(MERGE_AGENT, plan_id, "discarded")]
+    # a launch of the closed plan is refused, and the plan's page says why there too
+    refused = context(engram, instance, MERGE_AGENT)
+    with pytest.raises(Failure, match="discarded"):
+        corpus_merge_apply(refused, config=CorpusMergeApplyConfig(plan_id=plan_id))
+    assert plan_statuses(refused) == [(MERGE_AGENT, plan_id, "discarded")]
+
+
+def plan_statuses(ctx: Any) -> list[tuple[str | None, str, str]]:
+    """The observations of ``corpus_merge_plan`` a run logged: (partition, plan id, status)."""
+    return [
+        (e.partition, e.metadata["plan_id"].value, e.metadata["status"].value)  # type: ignore[union-attr]
+        for e in ctx.op_execution_context.get_events()
+        if isinstance(e, AssetObservation) and e.asset_key == corpus_merge_plan.key
+    ]
 
 
 def test_memory_health_embeds_the_chart(engram: EngramStore, instance: DagsterInstance) -> None:

@@ -73,7 +73,7 @@ def corpus_merge_plan(context: AssetExecutionContext, engram: EngramStore, neigh
     )
     omit = ("per_cluster", "rejected")  # a plan rejects nothing; the review table shows the clusters
     meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=omit)
-    act = act_on_plan(context, agent, report.plan_id)  # first, so that it is above the fold
+    act = act_on_plan(context, agent, report.plan_id, engram.settings().ui_path_prefix)  # first: above the fold
     status = {"status": MetadataValue.text("pending")} if report.plan_id else {}
     return MaterializeResult(metadata={**act, **status, **meta, **merge_review(report)})
 
@@ -117,18 +117,20 @@ def observe_plan(context: AssetExecutionContext, store: Any, agent: str, plan_id
     context.log_event(AssetObservation(asset_key=corpus_merge_plan.key, partition=agent, metadata=metadata))
 
 
-def act_on_plan(context: AssetExecutionContext, agent: str, plan_id: str | None) -> dict[str, Any]:
+def act_on_plan(
+    context: AssetExecutionContext, agent: str, plan_id: str | None, path_prefix: str = ""
+) -> dict[str, Any]:
     """``act``: links to the apply job's launchpad in this code location, prefilled with this partition and a
     run config naming ``plan_id`` (one to apply it with ``reject: []``, one to discard it); none without a plan,
     or outside a run launched from a code location (:func:`location_of`).
 
-    The links are relative to the UI's root, so they hold for whatever host and port serve it (not under a
-    ``--path-prefix``)."""
+    The links are absolute paths on the UI's host, so they hold for whatever host and port serve it; under
+    the UI's ``path_prefix`` (``ENGRAM_UI_PATH_PREFIX``, dagster-webserver's ``--path-prefix``)."""
     location = location_of(context)
     if not plan_id or location is None:
         return {}
     op = corpus_merge_apply.op.name
-    setup = f"/locations/__repository__@{quote(location)}/jobs/{APPLY_JOB}/playground/setup"
+    setup = f"{path_prefix}/locations/__repository__@{quote(location)}/jobs/{APPLY_JOB}/playground/setup"
 
     def launchpad(config: CorpusMergeApplyConfig, *fields: str) -> str:
         run_config = {"ops": {op: {"config": config.model_dump(include=set(fields))}}}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from dagster import AssetObservation, DagsterInstance, Failure, MaterializeResult, Output, build_asset_context
 
+from assets import hygiene_assets
 from assets.consolidation_assets import EpisodeClustersConfig, archival, beliefs, episode_clusters, procedures, schemas
 from assets.graph_assets import neighbour_graph
 from assets.health_assets import memory_health
@@ -18,6 +20,7 @@ from assets.maintenance_assets import (
     store_maintenance,
 )
 from assets.resources import EngramStore
+from engram_pipeline.settings import Settings, SettingsError
 from engram_pipeline.store import MemoryStore
 
 AGENT = "coding-assistant"
@@ -114,3 +117,25 @@ def test_memory_health_embeds_the_chart(engram: EngramStore, instance: DagsterIn
 def test_store_maintenance_is_unpartitioned(engram: EngramStore) -> None:
     result = store_maintenance(build_asset_context(resources={"engram": engram}))
     assert "versions_after" in result.metadata
+
+
+@pytest.mark.parametrize("prefix", ["", "/dagster"])
+def test_the_plan_page_links_follow_the_uis_path_prefix(
+    prefix: str, engram: EngramStore, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The act links are absolute paths on the UI's host: under dagster-webserver's ``--path-prefix`` they
+    start with it (``ENGRAM_UI_PATH_PREFIX``), at the root with ``/locations/``."""
+    monkeypatch.setenv("ENGRAM_UI_PATH_PREFIX", prefix)
+    monkeypatch.setattr(hygiene_assets, "location_of", lambda _: "engram")  # as in a run launched from the UI
+    plan = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None)
+    links = re.findall(r"\]\(([^)]+)\)", plan.metadata["act"].value)
+    assert len(links) == 2
+    assert all(
+        link.startswith(f"{prefix}/locations/__repository__@engram/jobs/corpus_merge_apply_job/") for link in links
+    )
+
+
+@pytest.mark.parametrize("prefix", ["dagster", "/dagster/"])
+def test_a_path_prefix_the_ui_cannot_have_is_refused(prefix: str) -> None:
+    with pytest.raises(SettingsError, match="ENGRAM_UI_PATH_PREFIX"):
+        Settings.from_env({"ENGRAM_UI_PATH_PREFIX": prefix})

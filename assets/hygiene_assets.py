@@ -5,13 +5,26 @@ above them two links to ``corpus_merge_apply_job``'s launchpad with the run conf
 partition (:func:`act_on_plan`): applying or discarding is a click on **Launch Run**, without typing the plan id
 (rejecting clusters is typing their numbers into ``reject``). The job can also be launched by hand with the
 plan id (default: the partition's only pending plan), or with ``discard`` to close the plan whole.
+
+The plan's own page says where it stands: its materialization records ``status: pending``, and each apply or
+discard, or a launch refused because the plan closed meanwhile (applied, discarded, or expired by a newer plan),
+records the plan's status then as an observation of ``corpus_merge_plan`` in the same partition
+(:func:`observe_plan`), listed under the plan's materialization in the asset's events.
 """
 
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import yaml
-from dagster import AssetExecutionContext, Config, Failure, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetObservation,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from pydantic import Field
 
 from assets._report import location_of, merge_review, report_metadata, run_id_of, run_pass, timed
@@ -60,8 +73,9 @@ def corpus_merge_plan(context: AssetExecutionContext, engram: EngramStore, neigh
     )
     omit = ("per_cluster", "rejected")  # a plan rejects nothing; the review table shows the clusters
     meta = report_metadata("Corpus merge plan (dry run)", report, duration_s=seconds, omit=omit)
-    act = act_on_plan(context, agent, report.plan_id)  # first, so that it is above the fold
-    return MaterializeResult(metadata={**act, **meta, **merge_review(report)})
+    act = act_on_plan(context, agent, report.plan_id, engram.settings().ui_path_prefix)  # first: above the fold
+    status = {"status": MetadataValue.text("pending")} if report.plan_id else {}
+    return MaterializeResult(metadata={**act, **status, **meta, **merge_review(report)})
 
 
 @asset(partitions_def=agents, deps=[corpus_merge_plan], retry_policy=PASS_RETRY, group_name=GROUP, kinds={"lancedb"})
@@ -73,7 +87,9 @@ def corpus_merge_apply(
     store, agent = engram.open(), context.partition_key
     try:
         if config.discard:
-            return _discard(store, agent, config)
+            discarded = _discard(store, agent, config)
+            observe_plan(context, store, agent, config.plan_id)
+            return discarded
         report, seconds = timed(
             apply_corpus_merge,
             store,
@@ -84,23 +100,37 @@ def corpus_merge_apply(
             run_id=run_id_of(context),
         )
     except (LookupError, ValueError) as exc:  # an unknown, closed or other agent's plan: retrying cannot help
+        observe_plan(context, store, agent, config.plan_id)  # closed: the plan's page says how
         raise Failure(description=str(exc), allow_retries=False) from exc
+    observe_plan(context, store, agent, report.plan_id)
     meta = report_metadata("Corpus merge apply", report, duration_s=seconds, omit=("per_cluster", "expired"))
     return MaterializeResult(metadata={**meta, **merge_review(report)})
 
 
-def act_on_plan(context: AssetExecutionContext, agent: str, plan_id: str | None) -> dict[str, Any]:
+def observe_plan(context: AssetExecutionContext, store: Any, agent: str, plan_id: str | None) -> None:
+    """Record plan ``plan_id``'s status now (``pending``, ``applied``, ``discarded``, ``expired``) as an
+    observation of ``corpus_merge_plan`` in ``agent``'s partition; nothing for an unknown or other agent's plan."""
+    plan = store.get_plan(plan_id) if plan_id else None
+    if plan is None or plan["agent_id"] != agent:
+        return
+    metadata = {"plan_id": MetadataValue.text(str(plan_id)), "status": MetadataValue.text(str(plan["status"]))}
+    context.log_event(AssetObservation(asset_key=corpus_merge_plan.key, partition=agent, metadata=metadata))
+
+
+def act_on_plan(
+    context: AssetExecutionContext, agent: str, plan_id: str | None, path_prefix: str = ""
+) -> dict[str, Any]:
     """``act``: links to the apply job's launchpad in this code location, prefilled with this partition and a
     run config naming ``plan_id`` (one to apply it with ``reject: []``, one to discard it); none without a plan,
     or outside a run launched from a code location (:func:`location_of`).
 
-    The links are relative to the UI's root, so they hold for whatever host and port serve it (not under a
-    ``--path-prefix``)."""
+    The links are absolute paths on the UI's host, so they hold for whatever host and port serve it; under
+    the UI's ``path_prefix`` (``ENGRAM_UI_PATH_PREFIX``, dagster-webserver's ``--path-prefix``)."""
     location = location_of(context)
     if not plan_id or location is None:
         return {}
     op = corpus_merge_apply.op.name
-    setup = f"/locations/__repository__@{quote(location)}/jobs/{APPLY_JOB}/playground/setup"
+    setup = f"{path_prefix}/locations/__repository__@{quote(location)}/jobs/{APPLY_JOB}/playground/setup"
 
     def launchpad(config: CorpusMergeApplyConfig, *fields: str) -> str:
         run_config = {"ops": {op: {"config": config.model_dump(include=set(fields))}}}

@@ -13,7 +13,10 @@
             print("re-read, it is at", exc.current_version)
         print(client.cognitive.health("alice").overall_score)
 
-Responses are typed (frozen dataclasses; ``raw`` keeps the whole JSON), errors are typed (:class:`NotFound`,
+Responses are typed: the memory verbs answer with the HTTP API's own models (``MemoryOut``, ``RememberResponse``,
+... from :mod:`engram_pipeline.api.models`; ``client.remember`` and the other first names are aliases of
+``client.memories``), the lifecycle passes with frozen dataclasses (``report`` keeps the whole JSON); errors are
+typed (:class:`NotFound`,
 :class:`Forbidden`, :class:`VersionConflict` with ``current_version``, ...). Every call has a timeout. A call
 whose connection could not be made is retried; reads (get, recall, health) are also retried on timeouts,
 dropped connections and 502/503/504. Writes are not retried once sent: a versioned update that reached the
@@ -37,7 +40,14 @@ from engram_pipeline.settings import DEFAULT_API_URL
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from engram_pipeline.api.models import DeletedOut, MemoryOut, RecallResponse, RememberResponse, ReportResponse
+    from engram_pipeline.api.models import (
+        DeletedOut,
+        MemoryOut,
+        RecallHitOut,
+        RecallResponse,
+        RememberResponse,
+        ReportResponse,
+    )
 
 RETRY_STATUS = {502, 503, 504}
 
@@ -101,70 +111,6 @@ def _error(response: httpx.Response) -> EngramError:
 
 
 # -- models ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Memory:
-    id: str
-    agent_id: str
-    content: str
-    version: int
-    tier: str
-    kind: str
-    status: str
-    tags: tuple[str, ...]
-    importance: float | None
-    confidence: float | None
-    pinned: bool | None
-    superseded_by: str | None
-    created_at: str | None
-    updated_at: str | None
-    metadata: dict[str, Any]
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Memory:
-        return cls(
-            id=data["id"],
-            agent_id=data["agent_id"],
-            content=data["content"],
-            version=int(data["version"]),
-            tier=data["tier"],
-            kind=data["kind"],
-            status=data["status"],
-            tags=tuple(data.get("tags") or ()),
-            importance=data.get("importance"),
-            confidence=data.get("confidence"),
-            pinned=data.get("pinned"),
-            superseded_by=data.get("superseded_by"),
-            created_at=data.get("created_at"),
-            updated_at=data.get("updated_at"),
-            metadata=dict(data.get("metadata") or {}),
-            raw=data,
-        )
-
-
-@dataclass(frozen=True)
-class RememberResult:
-    memory: Memory
-    outcome: str  # created | exact_duplicate | semantic_duplicate
-    score: float | None
-    contradictions: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class RecallHit:
-    memory: Memory
-    score: float
-    similarity: float
-    recency: float
-
-
-@dataclass(frozen=True)
-class Deleted:
-    id: str
-    agent_id: str
-    version: int
-
-
 @dataclass(frozen=True)
 class TierDistribution:
     hot: int
@@ -278,112 +224,30 @@ class EngramClient:
                 raise ServerError(0, f"{self._http.base_url} not ready after {timeout} s")
             time.sleep(interval)
 
-    # -- memories ----------------------------------------------------------------------------------------
-    def remember(
-        self,
-        agent_id: str,
-        content: str,
-        *,
-        tier: Literal["stm", "ltm", "auto"] = "auto",
-        kind: str = "semantic",
-        tags: Sequence[str] = (),
-        source: str = "agent",
-        outcome: str | None = None,
-        pinned: bool = False,
-        importance: float | None = None,
-        confidence: float | None = None,
-        metadata: dict[str, Any] | None = None,
-        ttl_s: int | None = None,
-        vector: Sequence[float] | None = None,
-    ) -> RememberResult:
-        """Store a memory (an exact or near duplicate returns the existing one; see ``outcome``)."""
-        body: dict[str, Any] = {
-            "agent_id": agent_id,
-            "content": content,
-            "tier": tier,
-            "kind": kind,
-            "tags": list(tags),
-            "source": source,
-            "pinned": pinned,
-        }
-        optional = {
-            "outcome": outcome,
-            "importance": importance,
-            "confidence": confidence,
-            "metadata": metadata,
-            "ttl_s": ttl_s,
-            "vector": None if vector is None else [float(x) for x in vector],
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
-        data = self._call("POST", "/v1/memories", idempotent=False, json=body)
-        return RememberResult(
-            memory=Memory.from_json(data["memory"]),
-            outcome=data["outcome"],
-            score=data.get("score"),
-            contradictions=tuple(data.get("contradictions") or ()),
-        )
+    # -- memories: the first names, aliases of client.memories --------------------------------------------
+    def remember(self, agent_id: str, content: str, **fields: Any) -> RememberResponse:
+        """:meth:`Memories.store`."""
+        return self.memories.store(agent_id, content, **fields)
 
-    def get(self, memory_id: str) -> Memory:
-        """One memory by id, whatever its status (counts as an access)."""
-        return Memory.from_json(self._call("GET", f"/v1/memories/{_seg(memory_id)}", idempotent=True))
+    def get(self, memory_id: str) -> MemoryOut:
+        """:meth:`Memories.get`."""
+        return self.memories.get(memory_id)
 
-    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> Memory:
-        """Change fields (``content``, ``tags``, ``importance``, ``confidence``, ``pinned``, ``kind``, ``tier``,
-        ``outcome``, ``source``, ``metadata``) if the memory is still at ``expected_version``; else
-        :class:`VersionConflict` with ``current_version``."""
-        if "tags" in changes and changes["tags"] is not None:
-            changes["tags"] = list(changes["tags"])
-        body = {"expected_version": expected_version, **changes}
-        return Memory.from_json(self._call("PATCH", f"/v1/memories/{_seg(memory_id)}", idempotent=False, json=body))
+    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> MemoryOut:
+        """:meth:`Memories.update`."""
+        return self.memories.update(memory_id, expected_version=expected_version, **changes)
 
-    def delete(self, memory_id: str, *, expected_version: int) -> Deleted:
-        """Delete a memory still at ``expected_version`` (audited; :meth:`restore` brings it back)."""
-        data = self._call(
-            "DELETE",
-            f"/v1/memories/{_seg(memory_id)}",
-            idempotent=False,
-            params={"expected_version": expected_version},
-        )
-        return Deleted(id=data["id"], agent_id=data["agent_id"], version=int(data["version"]))
+    def delete(self, memory_id: str, *, expected_version: int) -> DeletedOut:
+        """:meth:`Memories.delete`."""
+        return self.memories.delete(memory_id, expected_version=expected_version)
 
-    def recall(
-        self,
-        agent_id: str,
-        query: str | None = None,
-        *,
-        vector: Sequence[float] | None = None,
-        k: int = 10,
-        include_superseded: bool = False,
-        include_archived: bool = False,
-        tiers: Sequence[str] | None = None,
-        min_confidence: float | None = None,
-    ) -> list[RecallHit]:
-        """The ``k`` best memories of ``agent_id`` for a ``query`` text (or a ``vector``), best first."""
-        body: dict[str, Any] = {
-            "agent_id": agent_id,
-            "k": k,
-            "include_superseded": include_superseded,
-            "include_archived": include_archived,
-        }
-        if query is not None:
-            body["query"] = query
-        if vector is not None:
-            body["vector"] = [float(x) for x in vector]
-        if tiers is not None:
-            body["tiers"] = list(tiers)
-        if min_confidence is not None:
-            body["min_confidence"] = min_confidence
-        data = self._call("POST", "/v1/memories/recall", idempotent=True, json=body)
-        return [
-            RecallHit(
-                memory=Memory.from_json(h["memory"]), score=h["score"], similarity=h["similarity"], recency=h["recency"]
-            )
-            for h in data["data"]
-        ]
+    def recall(self, agent_id: str, query: str | None = None, **options: Any) -> list[RecallHitOut]:
+        """:meth:`Memories.recall`'s hits (its ``.data``), best first."""
+        return list(self.memories.recall(agent_id, query, **options).data)
 
-    def restore(self, memory_id: str) -> Memory:
-        """Bring back a pruned, merged, superseded, archived or deleted memory (same id)."""
-        return Memory.from_json(self._call("POST", f"/v1/memories/{_seg(memory_id)}/restore", idempotent=False))
+    def restore(self, memory_id: str, *, expected_version: int | None = None) -> MemoryOut:
+        """:meth:`Memories.restore`."""
+        return self.memories.restore(memory_id, expected_version=expected_version)
 
 
 class Cognitive:
@@ -453,9 +317,9 @@ class Memories:
         hits = client.memories.recall("alice", "which theme?", k=5).data
         client.memories.update(made.memory.id, expected_version=made.memory.version, importance=0.8)
 
-    The models are imported on the first call (pydantic and the store's modules, about 1.6 CPU-s; not FastAPI),
-    so that importing the client stays light. ``client.remember`` / ``client.recall`` / ... remain, with their
-    dataclasses.
+    The models are imported on the first call (pydantic and the store's modules; not FastAPI), so that importing
+    the client stays light. ``client.remember`` / ``get`` / ``update`` / ``delete`` / ``restore`` remain as
+    aliases of these verbs, and ``client.recall`` answers the hits (``.data``) of :meth:`recall`.
     """
 
     def __init__(self, client: EngramClient) -> None:
@@ -575,6 +439,22 @@ def _body(model: type[BaseModel], given: Mapping[str, Any], *, keep_none: bool =
     }
 
 
+# The first names of the answers, now the API's models: ``Memory`` is ``MemoryOut`` and so on (imported when
+# first named, as the models are).
+_ALIASES = {
+    "Memory": "MemoryOut",
+    "RememberResult": "RememberResponse",
+    "RecallHit": "RecallHitOut",
+    "Deleted": "DeletedOut",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ALIASES:
+        return getattr(_models(), _ALIASES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _seg(value: str) -> str:
     """One path segment, percent-encoded (ids are user input)."""
     return quote(value, safe="")
@@ -585,18 +465,14 @@ __all__ = [
     "ConsolidateResult",
     "Conflict",
     "DecayResult",
-    "Deleted",
     "EngramClient",
     "EngramError",
     "Forbidden",
     "Health",
     "InvalidRequest",
     "Memories",
-    "Memory",
     "NotFound",
     "Plans",
-    "RecallHit",
-    "RememberResult",
     "ServerError",
     "TierDistribution",
     "Unauthorized",

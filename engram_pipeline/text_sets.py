@@ -22,9 +22,12 @@ The per-text functions (``of``) are the scalar rules' own cached functions: noth
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 # Below this many pairs, set operations pair by pair on the cached per-text sets are cheaper than building the
 # matrices (their fixed cost is about a millisecond): a single ``remember`` checks about 8 pairs.
@@ -36,6 +39,14 @@ SMALL_BATCH = 128
 # 2.3 parses per row at 2,500 agents x 100 memories against 0.8 at 250 (bench/profile_sweep.py). This holds the
 # texts of one shard of 10,000 agents over 4 shards (250,000 rows) and their sentences, with room to spare.
 TEXT_CACHE_SIZE = 1 << 19
+
+
+def _csr(arg: tuple[np.ndarray, object, object], shape: tuple[int, int]) -> csr_matrix:
+    """A ``scipy.sparse.csr_matrix``, imported on first use: scipy.sparse costs 0.25 CPU-s to import, which a
+    command that never compares texts (a recall, a ``get``) should not pay."""
+    from scipy.sparse import csr_matrix
+
+    return csr_matrix(arg, shape=shape)
 
 
 class TextTable:
@@ -61,7 +72,7 @@ class TextTable:
                 indices.extend(vocab.setdefault(x, len(vocab)) for x in of(text))
                 indptr.append(len(indices))
             data = np.ones(len(indices), dtype=np.int32)
-            m = csr_matrix((data, indices, indptr), shape=(len(self.index), max(1, len(vocab))))
+            m = _csr((data, indices, indptr), shape=(len(self.index), max(1, len(vocab))))
             m.sort_indices()  # canonical (a set has no repeated element): the element-wise product's fast path
             self._sets[name] = (m, np.diff(np.asarray(indptr, dtype=np.int64)))
         return self._sets[name]
@@ -87,7 +98,7 @@ class TextTable:
         rows, cols = np.divmod(keys, width)
         indptr = np.searchsorted(rows, np.arange(len(strings) + 1))
         data = np.ones(len(keys), dtype=np.int32)
-        m = csr_matrix((data, cols, indptr), shape=(len(strings), width))
+        m = _csr((data, cols, indptr), shape=(len(strings), width))
         self._sets[name] = (m, np.diff(indptr).astype(np.int64))
 
     def sizes(self, name: str, of: Callable[[str], Iterable[Hashable]]) -> np.ndarray:

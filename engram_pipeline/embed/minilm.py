@@ -3,17 +3,19 @@
 Nothing is downloaded at run time: the model files ship inside the package. The model loads on the first
 ``embed`` call and is shared by every ``MiniLMEmbedder`` of the process.
 
-The forward pass is written here on torch (:class:`BertEncoder`: BERT's embeddings, self-attention and GELU
+The forward pass is written here in numpy (:class:`BertEncoder`: BERT's embeddings, self-attention and GELU
 feed-forward layers, mean pooling, L2 norm), reading the packaged ``model.safetensors`` and ``tokenizer.json``
-directly, so that a process that embeds imports torch, ``tokenizers`` and ``safetensors`` but not
-transformers or sentence-transformers: those imports cost 3.1 of the 5.7 CPU-s a MiniLM process spent before
+directly, so that a process that embeds imports ``tokenizers`` and ``safetensors`` but neither torch nor
+transformers nor sentence-transformers: those imports cost 4.1 of the 5.7 CPU-s a MiniLM process spent before
 its first vector (``bench/profile_startup.py``). Its vectors are sentence-transformers' for the same model
 (``tests/lib/embed/test_embed.py`` compares them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +28,10 @@ from engram_pipeline.embed.base import CalibratedProfile, EmbedderUnavailable, l
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 BATCH_SIZE = 64
+SMALL_BATCH_TOKENS = 512
+"""A batch of at most this many tokens (a query, a write, a few pairs for the judge) runs on one BLAS thread:
+OpenBLAS's second thread gains nothing on products this small and spins after each, waiting for more, which
+cost a one-sentence encode 0.03-0.15 CPU-s against 0.008 on a busy 2-core machine."""
 
 _model: Any = None
 _lock = threading.Lock()
@@ -71,37 +77,65 @@ def load_model() -> BertEncoder:
 
 
 class BertEncoder:
-    """A BERT sentence encoder with mean pooling (what sentence-transformers runs for all-MiniLM-L6-v2), on torch
-    without transformers: the weights from ``model.safetensors``, the shape from ``config.json``, the token
-    limit from ``sentence_bert_config.json``."""
+    """A BERT sentence encoder with mean pooling (what sentence-transformers runs for all-MiniLM-L6-v2), in numpy:
+    the weights from ``model.safetensors``, the shape from ``config.json``, the token limit from
+    ``sentence_bert_config.json``.
+
+    numpy, not torch: importing torch cost 1.0 CPU-s of a command's start, numpy is imported already, and numpy's
+    BLAS runs the matrix products (each layer's as one product over every token of the batch), so a batch
+    of 64 sentences costs about 1.2x the CPU of the same pass on torch (``bench/profile_startup.py``).
+    """
 
     def __init__(self, root: Path) -> None:
         try:
-            import torch
-            from safetensors.torch import load_file
+            from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise _install_hint(exc) from exc
-        self.torch = torch
         config = json.loads((root / "config.json").read_text())
         self.heads, self.layers = int(config["num_attention_heads"]), int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
         if config.get("hidden_act") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
             raise EmbedderUnavailable(f"{root}: not a BERT this encoder runs ({config.get('hidden_act')})")
         limit = int(json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"])
-        self.weights = {
-            k.removeprefix("bert."): v.float() for k, v in load_file(str(root / "model.safetensors")).items()
-        }
+        self.weights: dict[str, np.ndarray] = {}
+        self._dense_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.update_weights(load_file(str(root / "model.safetensors")))
         self.tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
         self.tokenizer.enable_truncation(limit)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of the batch
 
-    def _dense(self, x: Any, name: str) -> Any:
-        return self.torch.nn.functional.linear(x, self.weights[name + ".weight"], self.weights[name + ".bias"])
+    def update_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Set parameters by name (``bert.`` prefixes dropped), as float32: the packaged ones, or trained ones
+        over them (the pair model's)."""
+        self.weights.update({k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()})
+        self._dense_cache.clear()
 
-    def _norm(self, x: Any, name: str) -> Any:
-        w = self.weights
-        return self.torch.nn.functional.layer_norm(x, x.shape[-1:], w[name + ".weight"], w[name + ".bias"], self.eps)
+    def _linear(self, *names: str) -> tuple[np.ndarray, np.ndarray]:
+        """The dense layers ``names`` side by side as one ``(in, out)`` matrix and bias, made once: one product
+        computes all of them (a layer's query, key and value)."""
+        key = " ".join(names)
+        if key not in self._dense_cache:
+            w = self.weights
+            self._dense_cache[key] = (
+                np.ascontiguousarray(np.concatenate([w[n + ".weight"] for n in names]).T),
+                np.concatenate([w[n + ".bias"] for n in names]),
+            )
+        return self._dense_cache[key]
+
+    def _dense(self, x: np.ndarray, *names: str) -> np.ndarray:
+        weight, bias = self._linear(*names)
+        out = x @ weight
+        out += bias
+        return out
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        """Layer norm over the last axis, in place on ``x``."""
+        x -= x.mean(-1, keepdims=True)
+        x /= np.sqrt((x * x).mean(-1, keepdims=True) + self.eps)
+        x *= self.weights[name + ".weight"]
+        x += self.weights[name + ".bias"]
+        return x
 
     def tokenizer_for(self, max_length: int) -> Any:
         """A ``tokenizers.Tokenizer`` of this model truncating at ``max_length`` tokens, padding to the longest."""
@@ -109,52 +143,89 @@ class BertEncoder:
         tokenizer.enable_truncation(max_length)
         return tokenizer
 
-    def hidden(self, ids: Any, mask: Any, types: Any = None) -> Any:
+    def hidden(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         """The last layer's token vectors, ``(n, length, hidden)``, for token ``ids`` with their attention
         ``mask`` and token ``types`` (segment ids; None: all 0)."""
-        w, f = self.weights, self.torch.nn.functional
+        w = self.weights
         n, length = ids.shape
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
+        width = w["embeddings.word_embeddings.weight"].shape[1]
         segments = w["embeddings.token_type_embeddings.weight"]
-        x = self._norm(x + (segments[0] if types is None else segments[types]), "embeddings.LayerNorm")
-        keep = mask.bool()[:, None, None, :]  # attend to the text's tokens, not the padding
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
+        x += segments[0] if types is None else segments[types]
+        with _blas_threads(n * length):
+            return self._layers(self._norm(x.reshape(n * length, width), "embeddings.LayerNorm"), mask, n, length)
 
-        def heads(t: Any) -> Any:
-            return t.view(n, length, self.heads, -1).transpose(1, 2)
-
+    def _layers(self, x: np.ndarray, mask: np.ndarray, n: int, length: int) -> np.ndarray:
+        width = x.shape[1]
+        d = width // self.heads
+        # attend to the text's tokens, not the padding
+        skip = np.where(np.asarray(mask)[:, None, None, :] > 0, np.float32(0), np.float32(-np.inf))
+        scale = np.float32(1 / math.sqrt(d))
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-            q, k, v = (heads(self._dense(x, p + "attention.self." + m)) for m in ("query", "key", "value"))
-            ctx = f.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(n, length, -1)
-            x = self._norm(self._dense(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-            h = f.gelu(self._dense(x, p + "intermediate.dense"))
+            qkv = self._dense(x, *(p + "attention.self." + m for m in ("query", "key", "value")))
+            q, k, v = qkv.reshape(n, length, 3, self.heads, d).transpose(2, 0, 3, 1, 4)  # each (n, heads, length, d)
+            scores = (q * scale) @ k.transpose(0, 1, 3, 2)
+            scores += skip
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n * length, width)
+            x = self._norm(self._dense(context, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            h = gelu(self._dense(x, p + "intermediate.dense"))
             x = self._norm(self._dense(h, p + "output.dense") + x, p + "output.LayerNorm")
-        return x
-
-    def _forward(self, ids: Any, mask: Any) -> Any:
-        x = self.hidden(ids, mask)
-        f = self.torch.nn.functional
-        m = mask.unsqueeze(-1).to(x.dtype)
-        pooled = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        return f.normalize(pooled, dim=1)
+        return x.reshape(n, length, width)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = BATCH_SIZE) -> np.ndarray:
         """Unit vectors of ``texts`` (float32, one row each), in batches of texts of similar length."""
-        torch = self.torch
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), int(self.weights["embeddings.word_embeddings.weight"].shape[1])), np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                encoded = self.tokenizer.encode_batch([texts[i] for i in chunk])
-                ids = torch.tensor([e.ids for e in encoded], dtype=torch.long)
-                mask = torch.tensor([e.attention_mask for e in encoded], dtype=torch.long)
-                out[chunk] = self._forward(ids, mask).numpy()
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            encoded = self.tokenizer.encode_batch([texts[i] for i in chunk])
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
+            x = self.hidden(ids, mask)
+            pooled = np.einsum("nlh,nl->nh", x, mask) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+            out[chunk] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return out
 
 
+def _blas_threads(tokens: int) -> contextlib.AbstractContextManager[object]:
+    """One BLAS thread for a batch of at most :data:`SMALL_BATCH_TOKENS` tokens, BLAS's own for a larger one."""
+    if tokens > SMALL_BATCH_TOKENS:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError as exc:
+        raise _install_hint(exc) from exc
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's GELU, ``x * (1 + erf(x / sqrt(2))) / 2``, in place on ``x``. numpy has no erf: Abramowitz and
+    Stegun 7.1.26 (absolute error below 1.5e-7; vectors stay within 2e-7 of sentence-transformers')."""
+    z = x * np.float32(1 / math.sqrt(2))
+    a = np.abs(z)
+    t = 1 / (1 + np.float32(0.3275911) * a)
+    poly = t * np.float32(1.061405429) - np.float32(1.453152027)
+    for c in (1.421413741, -0.284496736, 0.254829592):
+        poly *= t
+        poly += np.float32(c)
+    poly *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a  # 1 - erf(|z|)
+    erf = np.copysign(1 - poly, z)
+    erf += 1
+    x *= erf
+    x *= np.float32(0.5)
+    return x
+
+
 class MiniLMEmbedder(CalibratedProfile):
-    """384-dimensional sentence embeddings from all-MiniLM-L6-v2 (about 150 sentences/s on 2 cores)."""
+    """384-dimensional sentence embeddings from all-MiniLM-L6-v2 (about 10 CPU-ms a short sentence, batched)."""
 
     kind = "minilm"
     name = MODEL_NAME

@@ -22,9 +22,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 
 def _in_band(pairs: pa.Table, lo: float, hi: float | None) -> pa.Table:
@@ -53,6 +50,10 @@ def components(pairs: pa.Table, min_score: float, max_score: float | None = None
     codes = pc.index_in(ends, value_set=names).to_numpy(zero_copy_only=False).astype(np.int64)
     m = band.num_rows
     n = len(names)
+    # imported here: scipy's modules cost 0.45 CPU-s, which a command that never clusters should not pay
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_matrix((np.ones(m, dtype=np.int8), (codes[:m], codes[m:])), shape=(n, n))
     _, labels = connected_components(graph, directed=False)
     groups: dict[int, list[str]] = {}
@@ -136,6 +137,8 @@ def average_linkage(similarity: np.ndarray, threshold: float) -> list[list[int]]
     distance = (distance + distance.T) / 2
     np.fill_diagonal(distance, 0.0)
     condensed = distance[np.triu_indices(m, k=1)]
+    from scipy.cluster.hierarchy import fcluster, linkage
+
     labels = fcluster(linkage(condensed, method="average"), t=1.0 - threshold + 1e-9, criterion="distance")
     groups: dict[int, list[int]] = {}
     for i, label in enumerate(labels.tolist()):

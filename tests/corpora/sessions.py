@@ -224,10 +224,10 @@ def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list
 
 
 def provenance_recall(store: Any, questions: Sequence[Question], *, now: datetime, k: int = 10) -> float:
-    """Share of ``questions`` whose first ``k`` recall hits hold an evidence turn, or a derived row (a belief)
-    linked ``derived-from`` to one: :func:`tests.corpora.dialogues.evidence_recall` counts a belief only by the
-    hidden sources recall attaches to it, so a belief that answers the question and pushes its still-visible
-    turn out of the ``k`` counts as a miss there."""
+    """Share of ``questions`` whose first ``k`` ids (hits and the evidence they carry) hold an evidence turn, or
+    whose hits hold a derived row (a belief) linked ``derived-from`` to one, wherever that turn ranks:
+    :func:`tests.corpora.dialogues.evidence_recall` counts a belief's turns only when recall returns them within
+    the ``k`` ids."""
     found = 0
     for q in questions:
         hits = store.recall(q.agent_id, q.text, k=k, now=now, track_access=False, with_vectors=False)

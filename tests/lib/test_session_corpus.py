@@ -17,6 +17,7 @@ from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.corpora import sessions as sc
+from tests.corpora.dialogues import evidence_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
@@ -105,6 +106,11 @@ def test_dialogue_turns_are_flagged_only_where_a_speaker_really_changes_a_value(
     assert changes >= CHANGES_FLAGGED[embedder]
 
 
+# issue 34's goal: evidence recall@10 after the passes >= 95% of before (here months after the last session;
+# the benchmark measures it the day after, where the hashing embedder stays below it: see docs/consolidation.md)
+EVIDENCE_KEPT = 0.95
+
+
 @pytest.mark.parametrize("embedder", EMBEDDERS)
 def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones_and_keep_their_evidence(
     tmp_path: Path, embedder: str
@@ -112,6 +118,7 @@ def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones
     store = corpus_store(tmp_path / "store", embedder, checks="remember")
     questions, now = sc.questions(records()), datetime(2026, 12, 1, tzinfo=UTC)
     before = sc.provenance_recall(store, questions, now=now)
+    before_ids = evidence_recall(store, questions, now=now, ks=(10,))[10]
     derived, matched, recurring, covered = 0, 0, 0, 0
     for conv in sorted({r["conversation"] for r in records()}):
         consolidate(store, conv, scope="full", now=now)
@@ -125,6 +132,9 @@ def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones
     assert matched / derived >= 0.8 and covered / recurring >= 0.5, (matched, derived, covered, recurring)
     # a belief answers with the turns it was derived from: no question loses its evidence to the passes
     assert sc.provenance_recall(store, questions, now=now) >= before
+    # and recall returns those turns within the first ten ids: a belief carries the turns it outranked
+    after_ids = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    assert after_ids >= EVIDENCE_KEPT * before_ids, (after_ids, before_ids)
 
 
 def test_a_fact_said_again_in_later_sessions_reinforces_its_belief_instead_of_duplicating_it(tmp_path: Path) -> None:

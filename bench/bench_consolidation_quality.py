@@ -90,6 +90,8 @@ def sessions(settings: Settings, root: Path) -> None:
             f" | {c.falsely_flagged} ({c.false_rate:.3f}) | {c.changes_flagged}/{c.changes}"
             f" | procedures {report.procedures_created}, schemas {report.schemas_created}"
         )
+        for stage, why in sorted(report.none_qualified.items()):  # what the pass says when nothing qualified
+            print(f"  {'':>12}   no {stage}: {why}")
         tb, tc = totals["b"], totals["c"]
         totals["b"] = sc.BeliefFigures(
             *(x + y for x, y in zip(dataclasses.astuple(tb), dataclasses.astuple(b), strict=True))

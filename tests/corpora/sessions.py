@@ -12,6 +12,8 @@ near the river.``), one episodic memory per turn, sessions days apart. Woven int
 - **second person**: the second speaker's app, said once by them ("I use Strava, it changed my life.") and once
   back to them by the first ("You use Strava, I remember."): a belief about the second speaker only if "you"
   is read as them;
+- **a routine** of the second speaker's, with its outcome, in two sessions ("When I can't sleep, I read a paper
+  book and it worked."): a procedure (``routine`` records);
 - **one change of value per conversation** (a move to another city): the older and the newer statements
   are a real contradiction, labelled (``change`` records);
 - **cross-speaker turns**: the other speaker answers about their own life in the same words ("The weather is
@@ -23,10 +25,11 @@ The corpus is generated from a seed by :func:`generate` (nothing is downloaded);
 holds the two equal). Records, one a line, by ``type``:
 
 - ``turn``: ``id, conversation, session, speaker, created_at, content, label`` (``fact`` with ``fact`` id,
-  ``change``, ``cross``, ``small_talk``);
+  ``routine`` with the routine's id in ``fact``, ``change``, ``cross``, ``small_talk``);
 - ``fact``: ``id, conversation, speaker`` (whose fact: their own, or their sister's), ``belief [subject,
   relation, value, negated], sessions, turns``;
-- ``change``: ``conversation, older, newer`` (turn ids that really contradict each other).
+- ``change``: ``conversation, older, newer`` (turn ids that really contradict each other);
+- ``routine``: ``id, conversation, speaker, procedure [trigger, action], sessions, turns``.
 
 :func:`largest_cluster_share`, :func:`belief_figures` and :func:`contradiction_figures` compute the figures of
 issue 34 (``bench/bench_consolidation_quality.py`` prints them; ``tests/lib/test_session_corpus.py`` holds
@@ -47,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.corpora.conversations import belief_match
+from tests.corpora.conversations import belief_match, procedure_match
 from tests.corpora.dialogues import SLOTS, SMALL_TALK, Question
 
 START = datetime(2026, 2, 2, 19, tzinfo=UTC)
@@ -60,6 +63,8 @@ PETS = [("beagle", "Biscuit"), ("tabby cat", "Miso"), ("parrot", "Pepper"), ("co
 GOALS = ["nurse", "pilot", "paramedic", "yoga teacher", "sommelier"]
 DRINKS = ["green tea", "black coffee", "oat lattes", "sparkling water"]
 APPS = ["Strava", "Duolingo", "Notion", "Headspace", "Goodreads"]
+ROUTINES = ["drink chamomile tea", "read a paper book", "go for a short walk", "listen to rain sounds"]
+ROUTINE = ["When I can't sleep, I {x} and it worked.", "Whenever I can't sleep, I {x}, it worked again."]
 SISTER = ["My sister told me she lives in {x} now.", "My sister said she still lives in {x}, near the coast.",
           "My sister lives in {x}, we visit her in spring."]  # fmt: skip
 
@@ -179,6 +184,13 @@ def generate(
         plan[later].append((a, f"You use {app}, I remember.", "fact", fid))
         facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": b,
                       "belief": [b.lower(), "uses", app.lower(), False]})  # fmt: skip
+        # a routine of the second speaker's that worked, in two sessions: a procedure
+        routine = rng.choice(ROUTINES)
+        rid = f"{conv}-{b.lower()}-routine"
+        for s, wording in zip(sorted(rng.sample(range(sessions), k=2)), ROUTINE, strict=True):
+            plan[s].append((b, wording.format(x=routine), "routine", rid))
+        routines = [{"type": "routine", "id": rid, "conversation": conv, "speaker": b,
+                     "procedure": [f"{b} can't sleep", routine]}]  # fmt: skip
         # each speaker keeps their side of a cross pair all along (said again, it is the same state, not a change)
         sides = {pair: rng.sample([a, b], k=2) for pair in CROSS}
         for s in rng.sample(range(sessions), k=min(sessions, 2 * len(CROSS))):
@@ -221,10 +233,10 @@ def generate(
                     record["fact"] = said
                     turns.setdefault(said, []).append(tid)
                 out.append(record)
-        for f in facts:
+        for f in (*facts, *routines):
             f["sessions"] = sorted({int(t.split("-s")[1][:2]) for t in turns[f["id"]]})
             f["turns"] = turns[f["id"]]
-        out += facts
+        out += facts + routines
         mover = f"{conv}-{a.lower()}-home"
         change = next(r for r in out if r.get("fact") == mover and r["label"] == "change")
         older = [t for t in turns[mover] if t < change["id"]]
@@ -317,6 +329,11 @@ def belief_figures(beliefs: Sequence[Mapping[str, Any]], facts: Sequence[Mapping
     recurring = [lab for lab, f in zip(labels, facts, strict=True) if len(f["sessions"]) >= 2]
     covered = sum(any(belief_match(lab, dict(row)) for row in beliefs) for lab in recurring)
     return BeliefFigures(len(beliefs), matched, len(recurring), covered)
+
+
+def routines_covered(procedures: Sequence[Mapping[str, Any]], routines: Sequence[Mapping[str, Any]]) -> int:
+    """How many labelled ``routines`` some derived procedure row says (its trigger and action)."""
+    return sum(any(procedure_match(tuple(r["procedure"]), dict(p)) for p in procedures) for r in routines)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` 
 "User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
 editor"). Questions, bare pronoun subjects (he, it, they...; "you" unless the turn's listener is known) and,
 in a dialogue turn, demonstrative ones ("Dana: That app is a great idea") and modal ones ("Leo: You should live
-in Lisbon") give no claim: two memories saying "he" need not mean the same person, and
+in Lisbon") give no claim, nor does a report the rewriting left unresolved ("Kim said you live in Lisbon" is not
+a claim about "kim said you"): two memories saying "he" need not mean the same person, and
 "that app" is whatever the turns before it named; nor does ``has`` before a participle ("has been busy" is a
 tense).
 
@@ -223,6 +224,8 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
     if marks is not None and marks.speaker and subj.split()[0] in _DEMONSTRATIVES:
         return []  # "Dana: That app is a great idea": which app, only the conversation around it says
+    if set(subj.split()[1:]) & utterances.REPORTING:
+        return []  # "Kim said you live in Lisbon": whose claim, the rewriting did not resolve (not "kim said you")
     if marks is not None and marks.speaker and rel and set(mods) & _HYPOTHETICAL:
         return []  # "Leo: You should live in Lisbon": advice or a wish, not what is
     if relation == "has" and val.split()[0] in _PERFECT:

@@ -50,6 +50,9 @@ _REPORT_VERBS = (
     r"said|says|mentioned|mentions|told (?:me|us|him|her|them)|tells (?:me|us)|explained|noted|added|stated|"
     r"shared|admitted|claimed|reported|confirmed|wrote|writes|replied"
 )
+# Reporting verbs that are never an adjective ("the shared drive", "the reported bug" are not reports): a claim
+# subject holding one after its first word is a report the patterns did not resolve ("kim said you").
+REPORTING = frozenset({"said", "says", "told", "tells", "mentioned", "mentions"})
 _REPORTED = re.compile(
     rf"^(?P<who>.+?)\s+(?:{_REPORT_VERBS})(?:\s+that)?\s*,?\s+(?P<pron>she's|he's|they're|she|he|they|it|his|her|their)\b\s*"
     rf"(?P<rest>.*)$",

@@ -43,6 +43,11 @@ def claims(text: str) -> list[tuple[str, str, str, bool]]:
         ("Kim: she prefers tea", []),
         ("Kim: do you prefer tea?", []),
         ("Kim: Haha, that sounds fun!", []),
+        # a report the rewriting did not resolve: no claim about "kim said you"
+        ("Kim said you live in Lisbon", []),
+        ("Kim mentioned that Sam lives in Porto", []),
+        ("Dana: You told me you love hiking.", []),
+        ("The shared drive is on the NAS", [("shared drive", "is", "on nas", False)]),  # not a report
         # a plain copular fact is not a speaker turn
         ("Editor: vim", [("editor", "is", "vim", False)]),
     ],

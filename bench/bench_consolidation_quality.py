@@ -9,7 +9,8 @@ Multi-session dialogue (issue 34): the labelled corpus ``bench/data/sessions/lab
 with the write path's checks, then the contradiction pass and a ``full`` consolidation per conversation. Per
 conversation: the largest episode cluster's share of the stored turns, derived beliefs that say a labelled fact
 about their speaker (precision) and labelled facts said in two or more sessions that became a belief
-(coverage), turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
+(coverage), labelled routines that became a procedure (and why a stage derived nothing, as its report says),
+turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
 evidence recall@10 of a question per fact before and after the passes (also counting a belief with the turns
 it was derived from: :func:`tests.corpora.sessions.provenance_recall`), and the time of the passes at two
 sizes (32 and 128 sessions per conversation, generated the same way). The judge of the contradiction pass is named.
@@ -35,6 +36,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
@@ -71,9 +73,10 @@ def sessions(settings: Settings, root: Path) -> None:
     print(f"multi-session dialogue ({settings.embedder}; {SESSIONS.relative_to(ROOT)}):")
     print(
         "  conversation | turns stored | largest cluster | beliefs matched/derived | recurring facts covered"
-        " | false flags | changes flagged"
+        " | false flags | changes flagged | procedures, schemas"
     )
-    totals = {"b": sc.BeliefFigures(0, 0, 0, 0), "c": sc.ContradictionFigures(0, 0, 0, 0), "share": 0.0}
+    totals: dict[str, Any] = {"b": sc.BeliefFigures(0, 0, 0, 0), "c": sc.ContradictionFigures(0, 0, 0, 0)}
+    totals |= {"share": 0.0, "routines": 0, "routines_covered": 0}
     judge = ""
     for conv in convs:
         judge = detect_contradictions(store, conv, now=now).judge
@@ -85,11 +88,18 @@ def sessions(settings: Settings, root: Path) -> None:
         c = sc.contradiction_figures(
             episodes, [r for r in records if r["type"] == "change" and r["conversation"] == conv]
         )
+        routines = [r for r in records if r["type"] == "routine" and r["conversation"] == conv]
+        covered = sc.routines_covered(derived(store, conv, "procedural"), routines)
+        totals["routines"] += len(routines)
+        totals["routines_covered"] += covered
         print(
             f"  {conv:>12} | {len(episodes)} | {share:.3f} | {b.matched}/{b.derived} | {b.covered}/{b.recurring}"
             f" | {c.falsely_flagged} ({c.false_rate:.3f}) | {c.changes_flagged}/{c.changes}"
-            f" | procedures {report.procedures_created}, schemas {report.schemas_created}"
+            f" | procedures {report.procedures_created} ({covered} of {len(routines)} routines), schemas"
+            f" {report.schemas_created}"
         )
+        for stage, why in sorted(report.none_qualified.items()):  # what the pass says when nothing qualified
+            print(f"  {'':>12}   no {stage}: {why}")
         tb, tc = totals["b"], totals["c"]
         totals["b"] = sc.BeliefFigures(
             *(x + y for x, y in zip(dataclasses.astuple(tb), dataclasses.astuple(b), strict=True))
@@ -102,6 +112,7 @@ def sessions(settings: Settings, root: Path) -> None:
     after_p = sc.provenance_recall(store, questions, now=now)
     b, c = totals["b"], totals["c"]
     print(f"  largest cluster: {totals['share']:.3f} of a conversation's stored turns at most (goal <= 0.25)")
+    print(f"  routines that became a procedure: {totals['routines_covered']} of {totals['routines']}")
     print(
         f"  beliefs: precision {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage "
         f"{b.coverage:.3f} ({b.covered} of {b.recurring} recurring facts; goal >= 0.50)"

@@ -10,8 +10,10 @@ Negation is ``not`` / ``n't`` / ``never`` / ``no longer`` (``negated=True``); an
 the negated base relation (``"User hates vim"`` is ``likes`` negated). Subjects and values are lowercased with
 the determiners (``the a an my our his her their its``) removed; ``I`` / ``me`` become ``user``, so "I",
 "User" and "the user" are one subject, and a leading ``user's`` is dropped ("my editor" = "the user's
-editor"). Questions, bare pronoun subjects (he, it, they...) and, in a dialogue turn, demonstrative ones
-("Dana: That app is a great idea") give no claim: two memories saying "he" need not mean the same person, and
+editor"). Questions, bare pronoun subjects (he, it, they...; "you" unless the turn's listener is known) and,
+in a dialogue turn, demonstrative ones ("Dana: That app is a great idea") and modal ones ("Leo: You should live
+in Lisbon") give no claim, nor does a report the rewriting left unresolved ("Kim said you live in Lisbon" is not
+a claim about "kim said you"): two memories saying "he" need not mean the same person, and
 "that app" is whatever the turns before it named; nor does ``has`` before a participle ("has been busy" is a
 tense).
 
@@ -92,6 +94,7 @@ _SUBORDINATORS = words("when if because although though while after before since
 _MONTHS = MONTHS | MONTH_ABBREVIATIONS
 _DEMONSTRATIVES = words("this that these those")
 _PERFECT = words("been had got gotten done gone seen made taken")
+_HYPOTHETICAL = words("should could would might may")
 # (pattern, relation, opposite verb?) in match order: longer forms first.
 _VERBS: tuple[tuple[str, str, bool], ...] = (
     (r"(?:lives?|living|resides?|residing) in", "lives_in", False),
@@ -221,6 +224,10 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
         return []  # no subject, a pronoun, or a clause ("today, x", "when x"): nothing to compare
     if marks is not None and marks.speaker and subj.split()[0] in _DEMONSTRATIVES:
         return []  # "Dana: That app is a great idea": which app, only the conversation around it says
+    if set(subj.split()[1:]) & utterances.REPORTING:
+        return []  # "Kim said you live in Lisbon": whose claim, the rewriting did not resolve (not "kim said you")
+    if marks is not None and marks.speaker and rel and set(mods) & _HYPOTHETICAL:
+        return []  # "Leo: You should live in Lisbon": advice or a wish, not what is
     if relation == "has" and val.split()[0] in _PERFECT:
         return []  # "the weather has been strange": a tense, not a possession
     hedged, past, changed = (marks.hedged, marks.past, marks.changed) if marks else (False, False, False)
@@ -233,23 +240,27 @@ def _parse_sentence(sentence: str, expanded: str, marks: Sentence | None = None)
 
 # Cached: a pass compares each text with several neighbours (the merge judge's candidates, say).
 @functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
-def _parse(text: str) -> tuple[_Parsed, ...]:
+def _parse(text: str, listener: str | None = None) -> tuple[_Parsed, ...]:
     """Claims of ``text`` read the way agents write episodes (:mod:`engram_pipeline.utterances`: context
-    prefixes dropped, speakers and reported speech resolved, hedges and tense kept as marks)."""
+    prefixes dropped, speakers, "you" (given the ``listener``) and reported speech resolved, hedges and tense
+    kept as marks)."""
     out: list[_Parsed] = []
-    for sentence in utterances.read(text):
+    for sentence in utterances.read(text, listener):
         if not sentence.text.endswith("?"):  # a question asserts nothing
             out += _parse_sentence(sentence.text, _expand(sentence.text), sentence)
     return tuple(out)
 
 
-def parse_claims(text: str) -> list[Claim]:
-    """Every claim in ``text``, sentence by sentence, in order (possibly none).
+def parse_claims(text: str, listener: str | None = None) -> list[Claim]:
+    """Every claim in ``text``, sentence by sentence, in order (possibly none). ``listener``: who "you" is in
+    a dialogue turn (:func:`engram_pipeline.utterances.listeners`); without one, "you" gives no claim.
 
     >>> [(c.subject, c.relation, c.value, c.negated) for c in parse_claims("I don't use tabs. My editor: vim")]
     [('user', 'uses', 'tabs', True), ('editor', 'is', 'vim', False)]
+    >>> [(c.subject, c.value) for c in parse_claims("Leo: You still work at Globex.", listener="Dana")]
+    [('dana', 'globex')]
     """
-    return [p.claim for p in _parse(text)]
+    return [p.claim for p in _parse(text, listener)]
 
 
 @functools.lru_cache(maxsize=TEXT_CACHE_SIZE)  # a word recurs in many texts

@@ -6,8 +6,11 @@ Real episodes are dialogue turns, session notes and tool logs, not tidy facts:
   they are dropped;
 - a speaker prefix (``Kim: I prefer ...``, ``Caroline: my editor is ...``) names who "I" and "my" are: first
   person becomes the speaker (without a speaker, the user);
-- reported speech (``Kim said she prefers ...``, ``the user mentioned that they ...``, ``Kim told me he's ...``)
-  resolves the pronoun to the reporting subject;
+- reported speech (``Kim said she prefers ...``, ``the user mentioned that they ...``, ``Kim told me he's ...``,
+  ``Dana: my sister told me she ...``) resolves the pronoun to the reporting subject ("Dana's sister");
+- second person, in a turn of a two-person conversation whose other speaker is known (``listener``: see
+  :func:`listeners`), is that other speaker: ``Leo: You still work at Globex.`` says Dana works at Globex; without
+  a listener "you" stays a pronoun, which gives no claim;
 - hedges (``I think``, ``maybe``, ``probably``) are dropped from the sentence and kept as a mark;
 - tense: ``used to X`` is a past claim, ``switched / moved / changed (from A) to B`` is a change: the new value
   now, and the old one no longer.
@@ -47,6 +50,9 @@ _REPORT_VERBS = (
     r"said|says|mentioned|mentions|told (?:me|us|him|her|them)|tells (?:me|us)|explained|noted|added|stated|"
     r"shared|admitted|claimed|reported|confirmed|wrote|writes|replied"
 )
+# Reporting verbs that are never an adjective ("the shared drive", "the reported bug" are not reports): a claim
+# subject holding one after its first word is a report the patterns did not resolve ("kim said you").
+REPORTING = frozenset({"said", "says", "told", "tells", "mentioned", "mentions"})
 _REPORTED = re.compile(
     rf"^(?P<who>.+?)\s+(?:{_REPORT_VERBS})(?:\s+that)?\s*,?\s+(?P<pron>she's|he's|they're|she|he|they|it|his|her|their)\b\s*"
     rf"(?P<rest>.*)$",
@@ -75,6 +81,13 @@ _FIRST_PERSON = (
     (re.compile(r"\bI\b"), "{who}"),
     (re.compile(r"\b(?:my|My)\b"), "{whose}"),
     (re.compile(r"\b(?:me|myself)\b"), "{who}"),
+)
+_SECOND_PERSON = (
+    (re.compile(r"\b(?:you're|you are)\b", re.IGNORECASE), "{who} is"),
+    (re.compile(r"\byou've\b", re.IGNORECASE), "{who} has"),
+    (re.compile(r"\byou'd\b", re.IGNORECASE), "{who} would"),
+    (re.compile(r"\byour\b", re.IGNORECASE), "{whose}"),
+    (re.compile(r"\b(?:you|yourself)\b", re.IGNORECASE), "{who}"),
 )
 _FIRST_PERSON_CLAUSE = re.compile(r",\s+(?=(?:I|I'm|I've|my|My)\b)")
 _THIRD_PERSON = {"she's": "is", "he's": "is", "they're": "are"}
@@ -135,23 +148,46 @@ def drop_speaker(text: str) -> str:
     return m["rest"] if m else text
 
 
-def read(text: str) -> list[Sentence]:
-    """The sentences of an episode, rewritten (see the module docstring)."""
+def read(text: str, listener: str | None = None) -> list[Sentence]:
+    """The sentences of an episode, rewritten (see the module docstring). ``listener``: who "you" is in a turn
+    (the other speaker of a two-person conversation, :func:`listeners`); it is used only in a turn that names
+    its speaker, and never for the speaker themselves.
+
+    >>> [s.text for s in read("Leo: You still work at Globex.", listener="Dana")]
+    ['Dana still works at Globex.']
+    """
     speaker, body = split_speaker(strip_context(text))
+    if speaker is None or (listener or "").lower() == speaker.lower():
+        listener = None
     out: list[Sentence] = []
     for raw in split_sentences(body):
         for clause in _FIRST_PERSON_CLAUSE.split(raw):  # "I love it, I live in Lisbon": two statements
-            out += _rewrite(clause, speaker)
+            out += _rewrite(clause, speaker, listener)
     return out
 
 
-def _rewrite(sentence: str, speaker: str | None) -> list[Sentence]:
+def listeners(texts: list[str]) -> list[str | None]:
+    """For each text, who "you" is: the other speaker when the texts are turns of exactly two speakers (one
+    agent's memory of a two-person conversation), else nobody.
+
+    >>> listeners(["Dana: Hi Leo!", "Leo: You still live in Lisbon.", "a note"])
+    ['Leo', 'Dana', None]
+    """
+    speakers = [split_speaker(strip_context(t))[0] for t in texts]
+    names = {n.lower(): n for n in speakers if n is not None}
+    if len(names) != 2:
+        return [None] * len(texts)
+    a, b = sorted(names)
+    return [None if n is None else names[b if n.lower() == a else a] for n in speakers]
+
+
+def _rewrite(sentence: str, speaker: str | None, listener: str | None = None) -> list[Sentence]:
     s = sentence.strip()
     hedged = bool(_HEDGES.match(s))
     s = _HEDGES.sub("", s)
     quoted = _QUOTED.match(s)
     if quoted:  # Kim said: "I prefer tea"
-        return _rewrite(quoted["rest"], quoted["who"].strip())
+        return _rewrite(quoted["rest"], quoted["who"].strip())  # "I" inside the quote is whoever said it
     persons = {"i", "user", "the user", (speaker or "").lower()}
     reported = _REPORTED.match(s)
     if reported and not _is_pronoun(reported["who"]):
@@ -165,7 +201,9 @@ def _rewrite(sentence: str, speaker: str | None) -> list[Sentence]:
             verb = _THIRD_PERSON.get(pron)
             s = _third_person_verb(f"{who} {verb + ' ' if verb else ''}{rest}".strip())
     else:
-        s = _first_person(s, speaker)
+        s = _second_person(_first_person(s, speaker), listener)
+        if listener is not None:
+            persons.add(listener.lower())
     past = bool(_USED_TO.search(s))
     if past:
         s = _third_person_verb(_USED_TO.sub(lambda m: m["verb"], s))
@@ -185,6 +223,12 @@ def _is_pronoun(word: str) -> bool:
     return word.strip().lower() in {"she", "he", "they", "it", "we", "you", "this", "that"}
 
 
+def first_person(s: str, speaker: str | None) -> str:
+    """``s`` with its first person rewritten to ``speaker`` (``I can't sleep`` -> ``Kim can't sleep``); unchanged
+    without a speaker."""
+    return _first_person(s, speaker)
+
+
 def _first_person(s: str, speaker: str | None) -> str:
     """First person rewritten to the speaker (``I prefer`` -> ``Kim prefers``); unchanged without a speaker,
     where the claim parser reads "I" as the user."""
@@ -193,6 +237,16 @@ def _first_person(s: str, speaker: str | None) -> str:
     out = s
     for pattern, repl in _FIRST_PERSON:
         out = pattern.sub(repl.format(who=speaker, whose=f"{speaker}'s"), out)
+    return _third_person_verb(out) if out != s else out
+
+
+def _second_person(s: str, listener: str | None) -> str:
+    """Second person rewritten to the ``listener`` (``You still work at`` -> ``Dana still works at``)."""
+    if listener is None:
+        return s
+    out = s
+    for pattern, repl in _SECOND_PERSON:
+        out = pattern.sub(repl.format(who=listener, whose=f"{listener}'s"), out)
     return _third_person_verb(out) if out != s else out
 
 

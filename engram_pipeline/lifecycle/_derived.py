@@ -38,7 +38,8 @@ class DerivedPlan:
     ``changes``: compare-and-set changes; ``redo`` decides a missed row again from its fresh copy (None: no
     change any more). ``links(applied)``: the links that the applied changes bring. ``embed_changes``: the
     changes rewrite ``content`` and need its vector. ``gone``: rows the stage had to leave out because they
-    left recall while it ran (counted as skipped).
+    left recall while it ran (counted as skipped). ``none_qualified``: why the agent has no row of this kind
+    and gets none from this run, or "" (a stage that derives nothing says so).
     """
 
     agent_id: str
@@ -50,6 +51,7 @@ class DerivedPlan:
     embed_changes: bool = False
     relinks: list[Link] = field(default_factory=list)
     gone: tuple[str, ...] = ()
+    none_qualified: str = ""
 
 
 @dataclass(frozen=True)

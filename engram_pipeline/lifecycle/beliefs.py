@@ -38,7 +38,7 @@ from engram_pipeline.claims import Claim, head_value, same_value, transient
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
 from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
-from engram_pipeline.lifecycle.extractors import Extractor, default_extractor
+from engram_pipeline.lifecycle.extractors import Extractor, claims_of, default_extractor
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
 from engram_pipeline.visibility import VISIBLE_SQL
@@ -310,9 +310,7 @@ def plan_beliefs(
     # Every visible episode's claims: an embedding cluster can split one claim said in different words, so
     # the episodes that speak to the same slot are a group of their own too.
     episodes = rows.get("episodic", [])
-    claims = dict(
-        zip([r["id"] for r in episodes], extractor.extract_claims([r["content"] for r in episodes]), strict=True)
-    )
+    claims = dict(zip([r["id"] for r in episodes], claims_of(extractor, [r["content"] for r in episodes]), strict=True))
     when = {r["id"]: r["created_at"] for r in episodes}
     # An episode that left recall between the clustering read and this one (pruned, merged, archived, deleted)
     # votes no more: it is left out of its cluster and counted as skipped.

@@ -88,6 +88,9 @@ class ConsolidationReport:
     archived: int
     skipped_concurrent_edit: int
     cursor: dict[str, Any] = field(default_factory=dict)
+    # stage -> why it derived nothing for an agent that has no row of its kind (procedures, schemas; a stage a
+    # resumed run had finished says nothing)
+    none_qualified: dict[str, str] = field(default_factory=dict)
 
 
 def consolidate(
@@ -134,6 +137,7 @@ def consolidation_sweep(
     since = _since(state, key, previous)  # a resumed run keeps where the last one stopped
     now, run = cursor.now, cursor.run_id
     done = _stages(state, key)
+    why: dict[str, dict[str, str]] = {a: {} for a in agents}
 
     def stage(name: str, values: dict[str, tuple[int, ...]]) -> None:
         # A stage that wrote begins the run (a cursor before it would only say "nothing yet"); an idle run
@@ -171,6 +175,8 @@ def consolidation_sweep(
             )[0]
             for a in agents
         ]
+        for p in procs:
+            why[p.agent_id] |= {"procedures": p.none_qualified} if p.none_qualified else {}
         wrote = write_derived(store, procs, actor=ACTOR, action="reinforce", run_id=run, now=now)
         stage("procedures", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "schemas" not in done:
@@ -178,6 +184,8 @@ def consolidation_sweep(
             plan_schemas(settings, a, rows.of(a), now=now, run_id=run, extractor=extractor, relink=relink)[0]
             for a in agents
         ]
+        for p in schemas:
+            why[p.agent_id] |= {"schemas": p.none_qualified} if p.none_qualified else {}
         wrote = write_derived(store, schemas, actor=ACTOR, action="update_schema", run_id=run, now=now)
         stage("schemas", {a: (len(w.created), len(w.applied), len(w.skipped)) for a, w in wrote.items()})
     if "archival" not in done:
@@ -209,6 +217,7 @@ def consolidation_sweep(
             archived=counts["archival"]["archived"],
             skipped_concurrent_edit=sum(c.get("skipped", 0) for c in counts.values()),
             cursor={**summary, "since": since[a], "watermark": clusters[a].watermark},
+            none_qualified=why[a],
         )
     return out
 

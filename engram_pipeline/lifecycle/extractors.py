@@ -28,6 +28,11 @@ Example: an LLM extractor::
 
 An extractor runs inside a batch pass: cache its answers by text if it is slow or paid, because a ``full``
 consolidation re-reads every episode.
+
+Dialogue: one agent's memory of a two-person conversation says "you" for the other speaker ("Leo: You still
+work at Globex."). An extractor that sets ``reads_listeners = True`` is also given, for each episode, who "you"
+is there (``listeners=``, :func:`engram_pipeline.utterances.listeners`); the lexical one does. Any other is
+called with the texts alone (:func:`claims_of`).
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from engram_pipeline.claims import Claim, parse_claims
+from engram_pipeline.utterances import listeners
 
-__all__ = ["Extractor", "LexicalExtractor", "default_extractor"]
+__all__ = ["Extractor", "LexicalExtractor", "claims_of", "default_extractor"]
 
 
 @runtime_checkable
@@ -53,9 +59,22 @@ class LexicalExtractor:
     """The default: the relational and copular patterns of :mod:`engram_pipeline.claims`."""
 
     name = "lexical"
+    reads_listeners = True
 
-    def extract_claims(self, texts: Sequence[str]) -> list[list[Claim]]:
-        return [parse_claims(t) for t in texts]
+    def extract_claims(
+        self, texts: Sequence[str], *, listeners: Sequence[str | None] | None = None
+    ) -> list[list[Claim]]:
+        if listeners is None:
+            return [parse_claims(t) for t in texts]
+        return [parse_claims(t, who) for t, who in zip(texts, listeners, strict=True)]
+
+
+def claims_of(extractor: Extractor, texts: Sequence[str]) -> list[list[Claim]]:
+    """The claims of one agent's episode ``texts``: with who "you" is in each (the other speaker of a two-person
+    conversation) for an extractor that reads it, else from the texts alone."""
+    if getattr(extractor, "reads_listeners", False):
+        return extractor.extract_claims(texts, listeners=listeners(list(texts)))  # type: ignore[call-arg]
+    return extractor.extract_claims(texts)
 
 
 def default_extractor() -> Extractor:

@@ -10,7 +10,10 @@ An episode has a trigger and an action when its metadata records them (``metadat
 - ``<trigger> -> fixed by <action>`` (also ``=>``, ``:``, ``,``, ``-``; ``solved`` / ``resolved``)
 - ``Tried <action> after / when / for <trigger>: worked`` (or ``didn't work``)
 
-A trailing counter (``(3)``, ``#3``, ``[3]``) is not part of the action. An episode's outcome is its
+A trailing counter (``(3)``, ``#3``, ``[3]``) or outcome (``and it worked``, ``, it always helps``) is not part of
+the action. In a dialogue turn the trigger's first person is the speaker (:func:`trigger_action` gives it as
+written; the stage resolves it): ``Kim: When I can't sleep, I read a book and it worked.`` is ``When Kim can't
+sleep, read a book.``, Kim's routine, apart from Leo's. An episode's outcome is its
 ``outcome`` column, else a success or failure word in its text (``worked``, ``fixed``, ``resolved`` /
 ``failed``, ``didn't work``, ``no luck``).
 
@@ -28,6 +31,9 @@ An existing procedure (``metadata.procedure_key``) is never duplicated. New evid
 ``metadata.successes`` / ``metadata.failures``) updates it: new successes reinforce it (``scoring.reinforce``,
 ``reinforcement_count + 1``); only new failures lower its confidence to the formula's value if that is lower.
 No new evidence: nothing is written.
+
+When the agent has no procedure and none qualifies, the stage says why (``none_qualified`` of the report):
+no episode states a trigger, an action and an outcome, or how many patterns fell short of the thresholds.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from engram_pipeline.lifecycle.beliefs import ACTOR
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.model import Memory, confidence_of, content_hash, dumps_metadata, loads_metadata, utcnow
 from engram_pipeline.scoring import reinforce
-from engram_pipeline.utterances import drop_speaker, strip_context
+from engram_pipeline.utterances import drop_speaker, first_person, split_speaker, strip_context
 
 if TYPE_CHECKING:
     from engram_pipeline.settings import Settings
@@ -71,6 +77,12 @@ _TRIED = re.compile(
     r"(?P<verdict>.+?)\s*[.!]?\s*$",
     re.IGNORECASE,
 )
+# "read a book and it worked", "read a book, it always helps": the outcome, not part of the action
+_OUTCOME_TAIL = re.compile(
+    r"\s*(?:,|;|\band\b|-|\u2014)\s*(?:it|that|this)\s+(?:\w+\s+)?(?:worked|works|helped|helps|fixed it|did the trick"
+    r"|failed|didn't work|did not work)\b.*$",
+    re.IGNORECASE,
+)
 _COUNTER = re.compile(r"\s*(?:\(\s*#?\d+\s*\)|\[\s*#?\d+\s*\]|#\d+)\s*$")
 _SUCCESS = re.compile(r"\b(?:worked|works now|fixed|resolved|solved|succeeded|success|passed|green)\b", re.IGNORECASE)
 _FAILURE = re.compile(
@@ -92,6 +104,7 @@ class ProcedureReport:
     procedures_reinforced: int  # existing procedures updated by new evidence
     skipped_concurrent_edit: int
     created_ids: tuple[str, ...] = ()
+    none_qualified: str = ""  # why the agent has no procedure and gets none (see the module docstring)
 
 
 def trigger_action(content: str, metadata: dict[str, Any]) -> tuple[str, str] | None:
@@ -103,7 +116,7 @@ def trigger_action(content: str, metadata: dict[str, Any]) -> tuple[str, str] | 
     for pattern in (_TRIED, _WHEN, _IF_THEN, _FIXED_BY, _TO):
         m = pattern.match(text)
         if m:
-            action = _COUNTER.sub("", m["action"].strip()).strip()
+            action = _OUTCOME_TAIL.sub("", _COUNTER.sub("", m["action"].strip())).strip()
             return m["trigger"].strip(), action
     return None
 
@@ -144,7 +157,9 @@ def detect_procedures(
     rows = visible_rows(store, [agent_id])[agent_id]
     plan, scanned, patterns = plan_procedures(store.settings, agent_id, rows, clusters_or_none, now=now, run_id=run_id)
     done = write_derived(store, [plan], actor=ACTOR, action="reinforce", run_id=run_id, now=now)[agent_id]
-    return ProcedureReport(scanned, patterns, len(done.created), len(done.applied), len(done.skipped), done.created)
+    return ProcedureReport(
+        scanned, patterns, len(done.created), len(done.applied), len(done.skipped), done.created, plan.none_qualified
+    )
 
 
 def plan_procedures(
@@ -164,11 +179,16 @@ def plan_procedures(
     since = clusters_or_none.since_time if clusters_or_none is not None else None
     episodes = rows.get("episodic", [])
     groups: dict[str, dict[str, Any]] = {}
+    speakers: set[str] = set()
     for r in sorted(episodes, key=lambda r: (r["created_at"], r["id"])):
         found = trigger_action(r["content"], loads_metadata(r))
         outcome = r["outcome"] or (text_outcome(r["content"], found[0]) if found else None)
         if found is None or outcome not in ("success", "failure"):
             continue
+        speaker = split_speaker(strip_context(r["content"]))[0]
+        if speaker is not None:  # a routine of the speaker's: "When I can't sleep" is "When Kim can't sleep"
+            speakers.add(speaker)
+            found = (first_person(found[0], speaker), found[1])
         g = groups.setdefault(
             procedure_key(*found), {"texts": Counter(), "success": set(), "failure": set(), "new": False}
         )
@@ -189,7 +209,8 @@ def plan_procedures(
             continue
         # the wording most successes used (the earliest on ties: rows are read oldest first)
         (trig, act), _ = g["texts"].most_common(1)[0]
-        sentence = f"When {trig[:1].lower() + trig[1:]}, {act}."
+        lead = trig if trig.split()[0] in speakers else trig[:1].lower() + trig[1:]  # "When Kim can't sleep"
+        sentence = f"When {lead}, {act}."
         row = existing.get(key) or by_hash.get(content_hash(agent_id, sentence))
         if row is not None:
             evidence[row["id"]] = (g["success"], g["failure"])
@@ -219,6 +240,15 @@ def plan_procedures(
                 "sources": [(e, 1.0) for e in sorted(g["success"])],
             }
         )
+    if procedural or specs:
+        why = ""
+    elif not groups:
+        why = "no episode states a trigger, an action and an outcome (When X, Y ... worked)"
+    else:
+        why = (
+            f"{len(groups)} trigger-action patterns, none with {s.procedure_min_support} successes at a success"
+            f" rate of {s.procedure_min_success_rate:g} or more"
+        )
     plan = DerivedPlan(
         agent_id,
         "procedural",
@@ -231,6 +261,7 @@ def plan_procedures(
             if relink and r["source"] == "derived" and loads_metadata(r).get("run_id") == run_id
             for e in loads_metadata(r).get("successes", [])
         ],
+        none_qualified=why,
     )
     return plan, len(episodes), len(groups)
 

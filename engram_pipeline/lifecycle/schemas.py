@@ -19,6 +19,9 @@ with the attributes as JSON in ``metadata.attributes``, confidence the mean of i
 ``derived-from`` links to its sources. When the attributes change, the schema row is updated (compare-and-set:
 content, hash, vector, metadata, confidence) and links to new sources are added; it is never duplicated, and
 when nothing changed nothing is written.
+
+When the agent has no schema and no subject qualifies, the stage says why (``none_qualified`` of the report):
+how many beliefs were confident enough, and the subject that came closest with its count of attributes.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class SchemaReport:
     schemas_updated: int
     skipped_concurrent_edit: int
     created_ids: tuple[str, ...] = ()
+    none_qualified: str = ""  # why the agent has no schema and gets none (see the module docstring)
 
 
 def attributes_by_subject(
@@ -106,7 +110,9 @@ def derive_schemas(
     rows = visible_rows(store, [agent_id])[agent_id]
     plan, scanned, subjects = plan_schemas(store.settings, agent_id, rows, now=now, run_id=run_id, extractor=extractor)
     done = write_derived(store, [plan], actor=ACTOR, action="update_schema", run_id=run_id, now=now)[agent_id]
-    return SchemaReport(scanned, subjects, len(done.created), len(done.applied), len(done.skipped), done.created)
+    return SchemaReport(
+        scanned, subjects, len(done.created), len(done.applied), len(done.skipped), done.created, plan.none_qualified
+    )
 
 
 def plan_schemas(
@@ -125,11 +131,8 @@ def plan_schemas(
     s = settings
     floor = float(s.schema_min_confidence)
     sources_rows = [r for r in rows.get("semantic", []) if r["confidence"] is not None and r["confidence"] >= floor]
-    subjects = {
-        subj: found
-        for subj, found in attributes_by_subject(sources_rows, extractor).items()
-        if len(found[0]) >= s.schema_min_attributes
-    }
+    every = attributes_by_subject(sources_rows, extractor)
+    subjects = {subj: found for subj, found in every.items() if len(found[0]) >= s.schema_min_attributes}
     existing = {loads_metadata(r).get("schema_subject"): r for r in rows.get("schema", [])}
     specs, changes, new_links = [], [], []
     for subject in sorted(subjects):
@@ -175,6 +178,13 @@ def plan_schemas(
         # the planned attributes still stand (they come from the sources, not from the schema row)
         return {**planned[fresh["id"]], "version": fresh["version"]} if is_visible(fresh) else None
 
+    why = ""
+    if not subjects and not rows.get("schema"):
+        closest = max(every.items(), key=lambda kv: (len(kv[1][0]), kv[0]), default=None)
+        why = (
+            f"no subject has {s.schema_min_attributes} consistent attributes in the {len(sources_rows)} beliefs"
+            f" at confidence {floor:g} or more" + (f" (closest: {closest[0]}, {len(closest[1][0])})" if closest else "")
+        )
     plan = DerivedPlan(
         agent_id,
         "schema",
@@ -184,6 +194,7 @@ def plan_schemas(
         links=lambda applied: [link for link in new_links if link["src_id"] in applied],
         embed_changes=True,
         relinks=_relinks(rows, now=now, run_id=run_id) if relink else [],
+        none_qualified=why,
     )
     return plan, len(sources_rows), len(subjects)
 

@@ -18,12 +18,24 @@ policy reads): a fact (at or above ``t``) loses nothing, a row that says nothing
 the similarity by which small talk that shares the query's words beats the fact that answers it.
 
 Evidence: a derived hit (a belief, procedure or schema) carries, in ``RecallHit.evidence``, up to ``evidence``
-(default 3) of the memories it was derived from (``derived-from`` links) that this recall would otherwise hide,
-best match first. Those are the episodes the retention policy archived once they were consolidated
-(:mod:`engram_pipeline.lifecycle.retention`), so a question answered by an old turn still finds the turn.
+(default 3) of the memories it was derived from (``derived-from`` links) that no hit ranked above it returned,
+best match first, whether this recall would hide them or not:
 
-Recall then logs a read of what it returned (one append to the access log; the passes fold it into
-the rows, see ``engram_pipeline.store.access_log``), so recall never rewrites the rows it searches.
+- hidden ones are the episodes the retention policy archived once they were consolidated
+  (:mod:`engram_pipeline.lifecycle.retention`), so a question answered by an old turn still finds the turn;
+- visible ones are turns the belief outranked: the belief that answers a question ranks above the turns it
+  came from, and beliefs about the same person ranked above them too, so the turns fell out of the ``k``
+  (on the labelled dialogues of issue 34, evidence recall@10 after the passes fell to 0.875 of before with
+  MiniLM). A turn carried by a hit takes no slot of its own: the slot goes to the next candidate, and no row
+  is returned twice.
+
+A visible derived source (a belief a schema summarises) is not carried: it answers on its own, with its own
+evidence.
+
+Recall then logs a read of what it returned, evidence included (one append to the access log; the passes fold
+it into the rows, see ``engram_pipeline.store.access_log``), so recall never rewrites the rows it searches. A
+source returned as a hit's evidence was returned to the caller, so it counts as recalled, hidden or visible:
+its access count, its last access (recency) and the noise rule's "never recalled" see the read.
 """
 
 from __future__ import annotations
@@ -62,7 +74,7 @@ class RecallHit:
     score: float
     similarity: float
     recency: float
-    # hidden sources of a derived hit, best match first (see the module docstring)
+    # sources of a derived hit that are not among the hits, best match first (see the module docstring)
     evidence: tuple[Memory, ...] = field(default=())
 
 
@@ -115,7 +127,7 @@ def recall(
 ) -> list[RecallHit]:
     """The ``k`` best memories of ``agent_id`` for a ``query`` text or a ``vector`` (exactly one).
 
-    ``evidence`` (0..10) bounds the hidden sources attached to each derived hit; 0 attaches none.
+    ``evidence`` (0..10) bounds the sources attached to each derived hit; 0 attaches none.
 
     ``with_vectors=False`` leaves ``vector`` (and the internal ``write_token``) out of the returned rows (the
     API does not send them; not reading and converting vectors saves a few milliseconds per recall).
@@ -149,16 +161,13 @@ def recall(
     score = s.recall_weight_similarity * sim + s.recall_weight_recency * recency
     score += s.recall_weight_importance * importance
     score -= s.recall_weight_noise * noise_share(hits, s.noise_threshold)
-    order = np.lexsort((np.array([h["id"] for h in hits]), -score))[:k]
-    rows = [{key: v for key, v in hits[i].items() if key != "_distance"} for i in order]
-    found = _evidence(store, rows, qvec, limit=evidence, with_vectors=with_vectors) if evidence else {}
-    out = [
-        RecallHit(row, float(score[i]), float(sim[i]), float(recency[i]), found.get(row["id"], ()))
-        for row, i in zip(rows, order, strict=True)
-    ]
+    order = np.lexsort((np.array([h["id"] for h in hits]), -score))
+    rows = [{key: v for key, v in h.items() if key != "_distance"} for h in hits]
+    out = _grouped(store, rows, order, k=k, sim=sim, qvec=qvec, limit=evidence, with_vectors=with_vectors)
+    hit = [RecallHit(rows[i], float(score[i]), float(sim[i]), float(recency[i]), carried) for i, carried in out]
     if track_access:
-        store.log_access([m for h in out for m in (h.memory, *h.evidence)])
-    return out
+        store.log_access([m for h in hit for m in (h.memory, *h.evidence)])
+    return hit
 
 
 def noise_share(rows: Sequence[Memory], threshold: float) -> np.ndarray:
@@ -173,35 +182,60 @@ def noise_share(rows: Sequence[Memory], threshold: float) -> np.ndarray:
     return np.clip(threshold - info, 0.0, None) / threshold if threshold > 0 else np.zeros(len(rows))
 
 
-def _evidence(
-    store: Engine, rows: list[Memory], qvec: Sequence[float], *, limit: int, with_vectors: bool
-) -> dict[str, tuple[Memory, ...]]:
-    """For each derived row among ``rows``, up to ``limit`` of its hidden sources (archived, or superseded),
-    by cosine to ``qvec``. One links lookup and one read of the sources, only when a derived row was hit."""
-    derived = [r["id"] for r in rows if r.get("source") == "derived"]
+def _grouped(
+    store: Engine,
+    rows: list[Memory],
+    order: np.ndarray,
+    *,
+    k: int,
+    sim: np.ndarray,
+    qvec: Sequence[float],
+    limit: int,
+    with_vectors: bool,
+) -> list[tuple[int, tuple[Memory, ...]]]:
+    """The first ``k`` of ``rows`` in ``order``, each derived one with up to ``limit`` of its sources as
+    evidence (see the module docstring), as ``(index into rows, evidence)``: a source carried by a hit takes
+    no slot of its own, and no row is returned twice. One links lookup for the derived candidates and one read
+    of their sources outside ``rows``, only when a derived row is among the candidates."""
+    derived = {rows[i]["id"] for i in order if rows[i].get("source") == "derived"} if limit else set()
     if not derived:
-        return {}
-    mine = set(derived)
-    links = [x for x in store.links_of(derived, rel="derived-from") if x["src_id"] in mine]
-    if not links:
-        return {}
+        return [(int(i), ()) for i in order[:k]]
+    links = [x for x in store.links_of(sorted(derived), rel="derived-from") if x["src_id"] in derived]
+    sources_of: dict[str, list[str]] = {}
+    for x in links:
+        sources_of.setdefault(x["src_id"], []).append(x["dst_id"])
+    pooled = {r["id"]: i for i, r in enumerate(rows)}
     agent = rows[0]["agent_id"]
-    shown = {r["id"] for r in rows}
-    wanted = sorted({x["dst_id"] for x in links} - shown)
-    sources = {r["id"]: r for r in store.get_many(wanted) if r["agent_id"] == agent and not is_visible(r)}
+    outside = sorted({x["dst_id"] for x in links} - pooled.keys())
+    read = {r["id"]: r for r in store.get_many(outside) if r["agent_id"] == agent} if outside else {}
     q = np.asarray(qvec, dtype=np.float64)
     q = q / (np.linalg.norm(q) or 1.0)
 
-    def cosine(r: Memory) -> float:
-        v = np.asarray(r.get("vector") if r.get("vector") is not None else (), dtype=np.float64)
+    def cosine(mid: str) -> float:
+        if mid in pooled:
+            return float(sim[pooled[mid]])
+        v = np.asarray(read[mid].get("vector") if read[mid].get("vector") is not None else (), dtype=np.float64)
         return float(v @ q / (np.linalg.norm(v) or 1.0)) if v.size == q.size else 0.0
 
-    out: dict[str, tuple[Memory, ...]] = {}
-    for mid in derived:
-        held = [sources[i] for i in dict.fromkeys(x["dst_id"] for x in links if x["src_id"] == mid) if i in sources]
-        best = sorted(held, key=lambda r: (-cosine(r), r["id"]))[:limit]
-        if best:
-            out[mid] = tuple(_served(r, with_vectors) for r in best)
+    def carried(mid: str) -> bool:
+        # a visible derived source (a belief under a schema) answers on its own, with its own evidence
+        row = rows[pooled[mid]] if mid in pooled else read.get(mid)
+        return row is not None and (not is_visible(row) or row.get("source") != "derived")
+
+    out: list[tuple[int, tuple[Memory, ...]]] = []
+    taken: set[str] = set()
+    for i in order:
+        row = rows[i]
+        if row["id"] in taken:
+            continue
+        taken.add(row["id"])
+        held = [m for m in dict.fromkeys(sources_of.get(row["id"], ())) if m not in taken and carried(m)]
+        best = sorted(held, key=lambda m: (-cosine(m), m))[:limit] if row["id"] in derived else []
+        taken.update(best)
+        evidence = tuple(_served(rows[pooled[m]] if m in pooled else read[m], with_vectors) for m in best)
+        out.append((int(i), evidence))
+        if len(out) == k:
+            break
     return out
 
 

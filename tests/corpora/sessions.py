@@ -7,6 +7,13 @@ near the river.``), one episodic memory per turn, sessions days apart. Woven int
   works, what they love, hate, own or prefer, what they are training for), each labelled with its speaker
   and its canonical belief ``(subject, relation, value, negated)`` in the terms of
   :func:`tests.corpora.conversations.belief_match`;
+- **reported speech** about a third person: where the first speaker's sister lives, in two sessions ("My sister
+  told me she lives in Graz now."), a belief about ``dana's sister``, labelled with the first speaker;
+- **second person**: the second speaker's app, said once by them ("I use Strava, it changed my life.") and once
+  back to them by the first ("You use Strava, I remember."): a belief about the second speaker only if "you"
+  is read as them;
+- **a routine** of the second speaker's, with its outcome, in two sessions ("When I can't sleep, I read a paper
+  book and it worked."): a procedure (``routine`` records);
 - **one change of value per conversation** (a move to another city): the older and the newer statements
   are a real contradiction, labelled (``change`` records);
 - **cross-speaker turns**: the other speaker answers about their own life in the same words ("The weather is
@@ -18,9 +25,11 @@ The corpus is generated from a seed by :func:`generate` (nothing is downloaded);
 holds the two equal). Records, one a line, by ``type``:
 
 - ``turn``: ``id, conversation, session, speaker, created_at, content, label`` (``fact`` with ``fact`` id,
-  ``change``, ``cross``, ``small_talk``);
-- ``fact``: ``id, conversation, speaker, belief [subject, relation, value, negated], sessions``;
-- ``change``: ``conversation, older, newer`` (turn ids that really contradict each other).
+  ``routine`` with the routine's id in ``fact``, ``change``, ``cross``, ``small_talk``);
+- ``fact``: ``id, conversation, speaker`` (whose fact: their own, or their sister's), ``belief [subject,
+  relation, value, negated], sessions, turns``;
+- ``change``: ``conversation, older, newer`` (turn ids that really contradict each other);
+- ``routine``: ``id, conversation, speaker, procedure [trigger, action], sessions, turns``.
 
 :func:`largest_cluster_share`, :func:`belief_figures` and :func:`contradiction_figures` compute the figures of
 issue 34 (``bench/bench_consolidation_quality.py`` prints them; ``tests/lib/lifecycle/test_session_corpus.py`` holds
@@ -41,8 +50,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.corpora.conversations import belief_match
-from tests.corpora.dialogues import SLOTS, SMALL_TALK, Question, ranked_ids
+from tests.corpora.conversations import belief_match, procedure_match
+from tests.corpora.dialogues import SLOTS, SMALL_TALK, Question
 
 START = datetime(2026, 2, 2, 19, tzinfo=UTC)
 PAIRS = [("Dana", "Leo"), ("Mira", "Jonas"), ("Priya", "Tom"), ("Ines", "Omar"), ("Kai", "Ruth"), ("Noor", "Felix")]
@@ -53,6 +62,11 @@ DISLIKES = ["horror movies", "cilantro", "crowded bars", "jazz", "reality shows"
 PETS = [("beagle", "Biscuit"), ("tabby cat", "Miso"), ("parrot", "Pepper"), ("corgi", "Noodle"), ("hamster", "Ziggy")]
 GOALS = ["nurse", "pilot", "paramedic", "yoga teacher", "sommelier"]
 DRINKS = ["green tea", "black coffee", "oat lattes", "sparkling water"]
+APPS = ["Strava", "Duolingo", "Notion", "Headspace", "Goodreads"]
+ROUTINES = ["drink chamomile tea", "read a paper book", "go for a short walk", "listen to rain sounds"]
+ROUTINE = ["When I can't sleep, I {x} and it worked.", "Whenever I can't sleep, I {x}, it worked again."]
+SISTER = ["My sister told me she lives in {x} now.", "My sister said she still lives in {x}, near the coast.",
+          "My sister lives in {x}, we visit her in spring."]  # fmt: skip
 
 # (template, label value, relation, negated): each fact kind's wordings; {x} is the fact's value
 FACT_KINDS: dict[str, tuple[str, bool, list[str]]] = {
@@ -93,6 +107,8 @@ QUESTIONS = {
     "pet": "What pet does {who} have?",
     "goal": "What is {who} training to be?",
     "drink": "What does {who} prefer to drink?",
+    "sister": "Where does {who}'s sister live?",
+    "app": "Which app does {who} use?",
 }
 GREETINGS = ["Hey {other}! How was your week?", "Hi {other}, good to hear from you.", "Evening {other}!"]
 CLOSINGS = ["Talk soon!", "Okay, I have to run. Bye!", "Good night, speak next week."]
@@ -153,6 +169,28 @@ def generate(
                     label = new
                 facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": speaker,
                               "belief": [speaker.lower(), relation, label.lower(), negated]})  # fmt: skip
+        # reported speech: where the first speaker's sister lives (a city no speaker lives in), in two sessions
+        city = rng.choice([c for c in CITIES if c not in used["home"]])
+        fid = f"{conv}-{a.lower()}-sister"
+        for s, wording in zip(sorted(rng.sample(range(sessions), k=2)), rng.sample(SISTER, k=2), strict=True):
+            plan[s].append((a, wording.format(x=city), "fact", fid))
+        facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": a,
+                      "belief": [f"{a.lower()}'s sister", "lives_in", city.lower(), False]})  # fmt: skip
+        # second person: the second speaker's app, said by them, and said back to them by the first speaker
+        app = rng.choice(APPS)
+        fid = f"{conv}-{b.lower()}-app"
+        first, later = sorted(rng.sample(range(sessions), k=2))
+        plan[first].append((b, f"I use {app}, it changed my life.", "fact", fid))
+        plan[later].append((a, f"You use {app}, I remember.", "fact", fid))
+        facts.append({"type": "fact", "id": fid, "conversation": conv, "speaker": b,
+                      "belief": [b.lower(), "uses", app.lower(), False]})  # fmt: skip
+        # a routine of the second speaker's that worked, in two sessions: a procedure
+        routine = rng.choice(ROUTINES)
+        rid = f"{conv}-{b.lower()}-routine"
+        for s, wording in zip(sorted(rng.sample(range(sessions), k=2)), ROUTINE, strict=True):
+            plan[s].append((b, wording.format(x=routine), "routine", rid))
+        routines = [{"type": "routine", "id": rid, "conversation": conv, "speaker": b,
+                     "procedure": [f"{b} can't sleep", routine]}]  # fmt: skip
         # each speaker keeps their side of a cross pair all along (said again, it is the same state, not a change)
         sides = {pair: rng.sample([a, b], k=2) for pair in CROSS}
         for s in rng.sample(range(sessions), k=min(sessions, 2 * len(CROSS))):
@@ -195,10 +233,10 @@ def generate(
                     record["fact"] = said
                     turns.setdefault(said, []).append(tid)
                 out.append(record)
-        for f in facts:
+        for f in (*facts, *routines):
             f["sessions"] = sorted({int(t.split("-s")[1][:2]) for t in turns[f["id"]]})
             f["turns"] = turns[f["id"]]
-        out += facts
+        out += facts + routines
         mover = f"{conv}-{a.lower()}-home"
         change = next(r for r in out if r.get("fact") == mover and r["label"] == "change")
         older = [t for t in turns[mover] if t < change["id"]]
@@ -224,14 +262,14 @@ def questions(records: Sequence[Mapping[str, Any]], *, suffix: str = "") -> list
 
 
 def provenance_recall(store: Any, questions: Sequence[Question], *, now: datetime, k: int = 10) -> float:
-    """Share of ``questions`` whose first ``k`` recall hits hold an evidence turn, or a derived row (a belief)
-    linked ``derived-from`` to one: :func:`tests.corpora.dialogues.evidence_recall` counts a belief only by the
-    hidden sources recall attaches to it, so a belief that answers the question and pushes its still-visible
-    turn out of the ``k`` counts as a miss there."""
+    """Share of ``questions`` whose first ``k`` hits hold an evidence turn, carry one as evidence, or hold a derived
+    row (a belief) linked ``derived-from`` to one, wherever that turn ranks: a hit counts with everything it
+    stands on. :func:`tests.corpora.dialogues.evidence_recall` counts only the first ``k`` ids, the turns a hit
+    carries included."""
     found = 0
     for q in questions:
         hits = store.recall(q.agent_id, q.text, k=k, now=now, track_access=False, with_vectors=False)
-        ids = set(ranked_ids(hits)[:k])
+        ids = {m["id"] for h in hits for m in (h.memory, *h.evidence)}
         derived = [h.memory["id"] for h in hits if h.memory.get("source") == "derived"]
         ids |= {link["dst_id"] for link in store.links_of(derived, rel="derived-from")} if derived else set()
         found += bool(ids & set(q.evidence))
@@ -291,6 +329,11 @@ def belief_figures(beliefs: Sequence[Mapping[str, Any]], facts: Sequence[Mapping
     recurring = [lab for lab, f in zip(labels, facts, strict=True) if len(f["sessions"]) >= 2]
     covered = sum(any(belief_match(lab, dict(row)) for row in beliefs) for lab in recurring)
     return BeliefFigures(len(beliefs), matched, len(recurring), covered)
+
+
+def routines_covered(procedures: Sequence[Mapping[str, Any]], routines: Sequence[Mapping[str, Any]]) -> int:
+    """How many labelled ``routines`` some derived procedure row says (its trigger and action)."""
+    return sum(any(procedure_match(tuple(r["procedure"]), dict(p)) for p in procedures) for r in routines)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from engram_pipeline.claims import detect_contradiction, parse_claims, same_valu
 from engram_pipeline.lifecycle.consolidation import consolidate
 from engram_pipeline.lifecycle.procedures import text_outcome, trigger_action
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.utterances import listeners
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -42,12 +43,51 @@ def claims(text: str) -> list[tuple[str, str, str, bool]]:
         ("Kim: she prefers tea", []),
         ("Kim: do you prefer tea?", []),
         ("Kim: Haha, that sounds fun!", []),
+        # a report the rewriting did not resolve: no claim about "kim said you"
+        ("Kim said you live in Lisbon", []),
+        ("Kim mentioned that Sam lives in Porto", []),
+        ("Dana: You told me you love hiking.", []),
+        ("The shared drive is on the NAS", [("shared drive", "is", "on nas", False)]),  # not a report
         # a plain copular fact is not a speaker turn
         ("Editor: vim", [("editor", "is", "vim", False)]),
     ],
 )
 def test_claims_from_episode_text(text: str, expected: list[tuple[str, str, str, bool]]) -> None:
     assert claims(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "listener", "expected"),
+    [
+        # reported speech inside a turn: about the person reported, resolved from the speaker's "my"
+        ("Dana: My sister told me she lives in Graz.", None, [("dana's sister", "lives_in", "graz", False)]),
+        ("Dana: my brother said he hates olives.", None, [("dana's brother", "likes", "olives", True)]),
+        ("Leo: Dana told me she works at Globex.", None, [("dana", "works_at", "globex", False)]),
+        # "you" is the other speaker of a two-person conversation, when the turn's listener is known
+        ("Leo: You still work at Globex.", "Dana", [("dana", "works_at", "globex", False)]),
+        ("Leo: You use Strava, I remember.", "Dana", [("dana", "uses", "strava", False)]),
+        ("Leo: Your sister lives in Graz.", "Dana", [("dana's sister", "lives_in", "graz", False)]),
+        ("Leo: You still work at Globex.", None, []),  # nobody to say who "you" is
+        ("You still work at Globex.", "Dana", []),  # not a turn: whose "you", the text does not say
+        ("Leo: You work at Globex, right?", "Dana", []),  # a question asserts nothing
+        # a wish or a piece of advice, in a turn, is not what is
+        ("Leo: You should live in Lisbon.", "Dana", []),
+        ("Dana: I could work at Globex.", "Leo", []),
+    ],
+)
+def test_reported_speech_and_the_second_person_in_dialogue_turns(
+    text: str, listener: str | None, expected: list[tuple[str, str, str, bool]]
+) -> None:
+    assert [(c.subject, c.relation, c.value, c.negated) for c in parse_claims(text, listener)] == expected
+
+
+def test_you_is_the_other_speaker_only_in_a_two_person_conversation() -> None:
+    two = ["Dana: Hi Leo!", "Leo: You still live in Lisbon.", "a note without a speaker", "Dana: Bye!"]
+    assert listeners(two) == ["Leo", "Dana", None, "Leo"]
+    assert listeners([*two, "Sam: I am here too."]) == [None] * 5  # three speakers: "you" is anyone
+    assert listeners(["Dana: I live in Lisbon.", "Dana: I still do."]) == [None, None]  # a monologue
+    # a speaker is never their own listener
+    assert parse_claims("Dana: You live in Lisbon.", "Dana") == []
 
 
 def test_hedges_tense_and_changes_are_kept_on_the_claim() -> None:

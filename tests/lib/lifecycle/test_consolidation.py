@@ -174,7 +174,35 @@ def test_a_schema_from_confident_consistent_facts_updated_not_duplicated(store):
 def test_low_confidence_facts_make_no_schema(store):
     for t in ("User lives in Berlin", "User works at Acme", "My editor is vim"):
         store.remember("a", t, source="user", confidence=0.5)
-    assert derive_schemas(store, "a").schemas_created == 0
+    report = derive_schemas(store, "a")
+    assert report.schemas_created == 0
+    assert report.none_qualified == "no subject has 3 consistent attributes in the 0 beliefs at confidence 0.6 or more"
+
+
+def test_a_stage_that_derives_nothing_says_why_and_stops_once_something_qualifies(store):
+    for n, text in enumerate(("Kim: I live in Berlin.", "Kim: Talk soon!", "Kim: I work at Acme, it is fine.")):
+        episode(store, text, at=T0 + timedelta(minutes=n))
+    for t in ("Kim lives in Berlin.", "Kim works at Acme."):
+        store.remember("a", t, source="user", confidence=0.9)
+    report = consolidate(store, "a", scope="full", now=T0 + timedelta(days=1))
+    assert report.none_qualified == {
+        "procedures": "no episode states a trigger, an action and an outcome (When X, Y ... worked)",
+        "schemas": "no subject has 3 consistent attributes in the 2 beliefs at confidence 0.6 or more"
+        " (closest: kim, 2)",
+    }
+    # a routine that worked once, and a third attribute
+    episode(store, "Kim: When I can't sleep, I read a book and it worked.", at=T0 + timedelta(days=2))
+    store.remember("a", "Kim prefers green tea.", source="user", confidence=0.9)
+    report = consolidate(store, "a", scope="full", now=T0 + timedelta(days=3))
+    assert report.schemas_created == 1 and "schemas" not in report.none_qualified
+    assert report.none_qualified["procedures"] == (
+        "1 trigger-action patterns, none with 2 successes at a success rate of 0.6 or more"
+    )
+    episode(store, "Kim: Whenever I can't sleep, I read a book, it worked again.", at=T0 + timedelta(days=4))
+    report = consolidate(store, "a", scope="full", now=T0 + timedelta(days=5))
+    assert report.procedures_created == 1 and report.none_qualified == {}
+    [routine] = derived(store, "procedural")
+    assert routine["content"] == "When Kim can't sleep, read a book."
 
 
 def test_archival_hides_audits_and_restores(seed_store):

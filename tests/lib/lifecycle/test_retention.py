@@ -102,6 +102,72 @@ def test_consolidated_episodes_are_archived_and_recall_returns_them_as_evidence(
     assert all(h.evidence == () for h in store.recall("a", "Berlin", k=3, now=T0, track_access=False, evidence=0))
 
 
+def _a_belief_over_visible_turns(store: MemoryStore) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Three recent turns a belief is derived from (still visible: nothing archives them yet), and small talk."""
+    texts = ("Kim: I live in Berlin, near the park.", "Kim: I still live in Berlin.", "Kim: I live in Berlin now.")
+    turns = [
+        store.remember("a", t, kind="episodic", created_at=T0 - timedelta(days=2 + n)).memory
+        for n, t in enumerate(texts)
+    ]
+    yesterday = T0 - timedelta(days=1)
+    chat = [
+        store.remember("a", f"Kim: see you at the {w} later!", kind="episodic", created_at=yesterday).memory
+        for w in ("gym", "park")
+    ]
+    assert consolidate(store, "a", scope="full", now=T0).beliefs_created == 1
+    assert all(r["status"] != "archived" for r in store.get_many([t["id"] for t in turns]))
+    return turns, chat
+
+
+def test_a_belief_brings_its_visible_turns_as_evidence_and_they_take_no_slot_of_their_own(
+    store: MemoryStore,
+) -> None:
+    # issue 34: the belief that answers a question outranked the turn it came from, which fell out of the k
+    turns, _ = _a_belief_over_visible_turns(store)
+    hits = store.recall("a", "Kim lives in Berlin", k=2, now=T0, track_access=False)
+    above = []
+    for h in hits:
+        if h.memory["source"] == "derived":
+            break
+        above.append(h.memory["id"])
+    belief = next(h for h in hits if h.memory["source"] == "derived")
+    carried = [e["id"] for e in belief.evidence]
+    # each turn comes back once: ranked above the belief on its own, or with it
+    assert sorted(above + carried) == sorted(t["id"] for t in turns)
+    shown = [m["id"] for h in hits for m in (h.memory, *h.evidence)]
+    assert len(shown) == len(set(shown)) and len(hits) == 2
+    assert all(e["status"] == "active" for e in belief.evidence)
+
+
+def test_a_visible_turn_returned_as_evidence_counts_as_recalled(store: MemoryStore) -> None:
+    turns, chat = _a_belief_over_visible_turns(store)
+    hits = store.recall("a", "Kim lives in Berlin", k=1, now=T0, evidence=0)
+    assert [h.memory["source"] for h in hits] == ["derived"] and hits[0].evidence == ()
+    assert [r["access_count"] for r in store.get_many([t["id"] for t in turns])] == [0, 0, 0]
+    hits = store.recall("a", "Kim lives in Berlin", k=1, now=T0)
+    carried = {e["id"] for e in hits[0].evidence}
+    assert carried == {t["id"] for t in turns}
+    # get overlays the reads not folded yet: the carried turns were read, the small talk was not
+    seen = {t["id"]: store.get(t["id"], track_access=False)["access_count"] for t in (*turns, *chat)}
+    assert seen == {**dict.fromkeys(carried, 1), **{c["id"]: 0 for c in chat}}
+
+
+def test_a_schema_does_not_carry_the_visible_belief_it_summarises(store: MemoryStore) -> None:
+    turn = add(store, "Kim: I live in Berlin, near the park.", days=3, kind="episodic")
+    belief = add(store, "Kim lives in Berlin.", days=1, kind="semantic", source="derived")
+    schema = add(store, "Profile of kim: location=Berlin", days=1, kind="schema", source="derived")
+    store.add_links(
+        [
+            {"agent_id": "a", "src_id": schema["id"], "dst_id": belief["id"], "rel": "derived-from"},
+            {"agent_id": "a", "src_id": belief["id"], "dst_id": turn["id"], "rel": "derived-from"},
+        ]
+    )
+    hits = store.recall("a", "Profile of kim: location=Berlin", k=2, now=T0, track_access=False)
+    assert [h.memory["id"] for h in hits] == [schema["id"], belief["id"]]
+    # the belief answers on its own, with the turn it came from
+    assert [[e["id"] for e in h.evidence] for h in hits] == [[], [turn["id"]]]
+
+
 def test_evidence_is_validated(store: MemoryStore) -> None:
     store.remember("a", "User lives in Berlin")
     for bad in (-1, 11, True, 1.5):

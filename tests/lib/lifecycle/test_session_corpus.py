@@ -17,6 +17,8 @@ from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.corpora import sessions as sc
+from tests.corpora.conversations import belief_match
+from tests.corpora.dialogues import evidence_recall
 
 ROOT = Path(__file__).resolve().parents[3]
 LABELLED = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
@@ -51,9 +53,13 @@ def test_facts_recur_across_sessions_and_each_conversation_labels_one_real_chang
     for conv in {r["conversation"] for r in turns.values()}:
         facts = [r for r in rows if r["type"] == "fact" and r["conversation"] == conv]
         assert sum(len(f["sessions"]) >= 2 for f in facts) >= 8
-        for f in facts:  # each fact is about its speaker and said by them
-            assert f["belief"][0] == f["speaker"].lower()
-            assert all(turns[t]["speaker"] == f["speaker"] and turns[t]["fact"] == f["id"] for t in f["turns"])
+        for f in facts:  # each fact is about its speaker (or their sister), said by them or back to them
+            assert f["belief"][0] in (f["speaker"].lower(), f"{f['speaker'].lower()}'s sister")
+            assert all(turns[t]["fact"] == f["id"] for t in f["turns"])
+            said_back = [t for t in f["turns"] if turns[t]["speaker"] != f["speaker"]]
+            assert all(turns[t]["content"].split(": ", 1)[1].startswith("You ") for t in said_back)
+        assert any(f["belief"][0].endswith("'s sister") for f in facts)  # reported speech about a third person
+        assert any(turns[t]["speaker"] != f["speaker"] for f in facts for t in f["turns"])  # the second person
         [change] = [r for r in rows if r["type"] == "change" and r["conversation"] == conv]
         assert change["older"] and change["newer"] and max(change["older"]) < min(change["newer"])
         cross = [r for r in turns.values() if r["conversation"] == conv and r["label"] == "cross"]
@@ -105,6 +111,14 @@ def test_dialogue_turns_are_flagged_only_where_a_speaker_really_changes_a_value(
     assert changes >= CHANGES_FLAGGED[embedder]
 
 
+# Issue 34's goal: evidence recall@10 after the passes >= 0.95 of before. Held with MiniLM. Not with the hashing
+# embedder, which matches little more than the person's name: here, months after the last session, every turn
+# has lost its recency and the beliefs derived "now" have not, so beliefs about a person's other facts rank
+# above the one that answers and the turns they carry fill the ten ids (0.82-1.00 of before depending on the
+# corpus's draw; the benchmark's figures are in docs/consolidation.md).
+EVIDENCE_KEPT = {"minilm": 0.95}
+
+
 @pytest.mark.parametrize("embedder", EMBEDDERS)
 def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones_and_keep_their_evidence(
     tmp_path: Path, embedder: str
@@ -112,6 +126,7 @@ def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones
     store = corpus_store(tmp_path / "store", embedder, checks="remember")
     questions, now = sc.questions(records()), datetime(2026, 12, 1, tzinfo=UTC)
     before = sc.provenance_recall(store, questions, now=now)
+    before_ids = evidence_recall(store, questions, now=now, ks=(10,))[10]
     derived, matched, recurring, covered = 0, 0, 0, 0
     for conv in sorted({r["conversation"] for r in records()}):
         consolidate(store, conv, scope="full", now=now)
@@ -125,6 +140,45 @@ def test_beliefs_say_labelled_facts_about_their_speaker_cover_the_recurring_ones
     assert matched / derived >= 0.8 and covered / recurring >= 0.5, (matched, derived, covered, recurring)
     # a belief answers with the turns it was derived from: no question loses its evidence to the passes
     assert sc.provenance_recall(store, questions, now=now) >= before
+    # and recall returns those turns within the first ten ids: a belief carries the turns it outranked
+    after_ids = evidence_recall(store, questions, now=now, ks=(10,))[10]
+    assert after_ids >= EVIDENCE_KEPT.get(embedder, 0.0) * before_ids, (after_ids, before_ids)
+
+
+def test_reported_speech_and_a_fact_said_back_in_the_second_person_become_beliefs_about_the_right_person(
+    tmp_path: Path,
+) -> None:
+    # "Dana: My sister told me she lives in Graz now." is about Dana's sister, not Dana; "Dana: You use Duolingo,
+    # I remember." is about Leo, and with Leo's own "I use Duolingo" it is two sessions: a belief about Leo
+    store = corpus_store(tmp_path / "store", "hashing", checks="remember")
+    kinds = ("sister", "app")
+    for conv in sorted({r["conversation"] for r in records()}):
+        consolidate(store, conv, scope="full")
+        beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
+        speakers = sorted({r["speaker"] for r in records() if r["type"] == "turn" and r["conversation"] == conv})
+        for f in (r for r in records() if r["type"] == "fact" and r["conversation"] == conv):
+            if f["id"].rsplit("-", 1)[1] not in kinds:
+                continue
+            assert sum(belief_match(tuple(f["belief"]), b) for b in beliefs) == 1, (f["id"], f["belief"])
+            # and none about the wrong person: the speaker for their sister, or the one who said "you"
+            other = next(s for s in speakers if s != f["speaker"]).lower()
+            for wrong in (f["speaker"].lower(), other):
+                if wrong != f["belief"][0]:
+                    assert not any(belief_match((wrong, *f["belief"][1:]), b) for b in beliefs), (f["id"], wrong)
+
+
+def test_a_routine_said_in_two_sessions_becomes_a_procedure_of_its_speaker_and_a_pass_says_why_nothing_else_did(
+    tmp_path: Path,
+) -> None:
+    store = corpus_store(tmp_path / "store", "hashing", checks="remember")
+    for conv in sorted({r["conversation"] for r in records()}):
+        report = consolidate(store, conv, scope="full")
+        procedures = [r for r in store.list_memories(conv, kind="procedural") if r["source"] == "derived"]
+        routines = [r for r in records() if r["type"] == "routine" and r["conversation"] == conv]
+        assert routines and sc.routines_covered(procedures, routines) == len(routines) == len(procedures), conv
+        assert "procedures" not in report.none_qualified
+        # a stage that derived nothing says why
+        assert bool(report.schemas_created) != ("schemas" in report.none_qualified), (conv, report)
 
 
 def test_a_fact_said_again_in_later_sessions_reinforces_its_belief_instead_of_duplicating_it(tmp_path: Path) -> None:

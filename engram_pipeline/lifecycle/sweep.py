@@ -2,7 +2,8 @@
 
 ``sweep(store, "ltm_decay", agents, now=now)`` returns a :class:`SweepReport` holding each agent's own report
 (the same frozen dataclass the per-agent pass returns), so a caller that wants one agent's figures still has
-them. Every pass in :data:`COLUMNAR` runs through here (:data:`SWEEPS` names the one-agent function of each);
+them. Every pass of the registry (:data:`~engram_pipeline.lifecycle.passes.PASSES`) runs through here (:data:`SWEEPS`
+names the one-agent function of each);
 the per-agent functions stay the API for one agent and give the same result for that agent as a sweep that includes it.
 
 The agents are grouped by shard (:func:`~engram_pipeline.store.sharding.by_shard`, the store's
@@ -34,45 +35,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.lifecycle._gc import fewer_collections
-from engram_pipeline.lifecycle.archival import archival_sweep, archive_faded
-from engram_pipeline.lifecycle.confidence import confidence_sweep, decay_confidence
-from engram_pipeline.lifecycle.consolidation import consolidate, consolidation_sweep
-from engram_pipeline.lifecycle.contradictions import contradiction_sweep, detect_contradictions
-from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus, plan_sweep
-from engram_pipeline.lifecycle.decay import decay_importance, decay_sweep
-from engram_pipeline.lifecycle.health import health, health_sweep
-from engram_pipeline.lifecycle.pipeline import pipeline_sweep, run_pipeline
-from engram_pipeline.lifecycle.promotion import promote_stm, promotion_sweep
+from engram_pipeline.lifecycle.passes import PASSES
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.sharding import by_shard
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-# pass name -> the per-agent function (store, agent_id, *, now=...) -> report
-SWEEPS: dict[str, Callable[..., Any]] = {
-    "stm_promotion": promote_stm,
-    "ltm_decay": decay_importance,
-    "confidence_decay": decay_confidence,
-    "contradictions": detect_contradictions,
-    "archival": archive_faded,
-    "consolidation": consolidate,  # the five stages, scope "recent" (what the consolidation schedule runs)
-    "corpus_merge": consolidate_corpus,  # the plan only (dry run): an apply is per agent, after review
-    "health": health,
-    "pipeline": run_pipeline,
-}
-# pass name -> its columnar sweep over the agents of one shard (store, agent_ids, *, now=, run_id=) -> {agent: report}
-COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {
-    "stm_promotion": promotion_sweep,
-    "ltm_decay": decay_sweep,
-    "confidence_decay": confidence_sweep,
-    "archival": archival_sweep,
-    "contradictions": contradiction_sweep,
-    "consolidation": consolidation_sweep,  # the five stages, scope "recent"
-    "corpus_merge": plan_sweep,
-    "health": health_sweep,
-    "pipeline": pipeline_sweep,  # every stage as a sweep
-}
+# pass name -> the per-agent function (store, agent_id, *, now=...) -> report, and the columnar sweep over the
+# agents of one shard (store, agent_ids, *, now=, run_id=) -> {agent: report}: both from the pass registry
+SWEEPS: dict[str, Callable[..., Any]] = {name: p.run for name, p in PASSES.items()}
+COLUMNAR: dict[str, Callable[..., dict[str, Any]]] = {name: p.sweep for name, p in PASSES.items()}
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engram_pipeline.importer import import_jsonl
 from engram_pipeline.lifecycle.sweep import sweep
 from engram_pipeline.sample import load_sample_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+
+pytestmark = pytest.mark.slow
 
 CORPUS_AT = datetime(2026, 6, 1, 12, tzinfo=UTC)
 KILLED_RUN = CORPUS_AT + timedelta(minutes=1)  # the run whose worker died had finished some stages at this now

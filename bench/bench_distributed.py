@@ -1,7 +1,7 @@
 """Benchmark the distributed profile against the local one on the same corpus and machine, and 1 against 2 workers.
 
     python bench/bench_distributed.py          # 16 agents x 50 memories, 4 shards, 1 then 2 workers
-    python bench/bench_distributed.py --agents 40 --memories 100 --workers 1 2
+    python bench/bench_distributed.py --agents 600 --memories 100   # the size docs/scale.md quotes last (about 20 min)
 
 Data: ``--agents`` agents of ``--memories`` memories each (``bench_many_agents.corpus_lines``: distinct sentences,
 a mix of tiers, kinds, ages and accesses, hashing embedder), ``ENGRAM_SHARDS=--shards``.

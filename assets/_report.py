@@ -2,7 +2,10 @@
 
 A pass returns a frozen report dataclass; :func:`run_pass` times the call and turns the report into a
 ``MaterializeResult`` whose metadata a reviewer reads in the UI: every count as a number (so the UI can plot
-it across runs), ``skipped_concurrent_edit`` and the cursor, the duration, and a markdown summary.
+it across runs), ``skipped_concurrent_edit`` and the cursor, the duration, and a markdown summary. Every pass,
+per agent or per shard, also carries the same five keys, ``rows_scanned``, ``rows_acted_on``, ``rows_skipped``,
+``duration_s`` and ``lease_waited_s`` (:class:`~engram_pipeline.pass_metrics.PassMetrics`), which a process with
+``ENGRAM_METRICS_DIR`` set also writes as a Prometheus textfile (:func:`pass_figures`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     DagsterError,
+    DagsterInvariantViolationError,
     MaterializeResult,
     MetadataValue,
     TableColumn,
@@ -23,6 +27,7 @@ from dagster import (
     TableSchema,
 )
 
+from engram_pipeline.pass_metrics import pass_metrics, store_gauges, write_textfile
 from engram_pipeline.reporting import json_value, report_fields
 
 # The report's fields come from engram_pipeline.reporting, the serialiser the CLI, HTTP and MCP share.
@@ -52,7 +57,7 @@ def sweep_metadata(title: str, report: Any, *, duration_s: float) -> dict[str, A
                 totals[name] = totals.get(name, 0) + value
     meta: dict[str, Any] = {"agents": MetadataValue.int(len(rows))}
     meta |= {name: MetadataValue.int(value) for name, value in totals.items()}
-    meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
+    meta |= pass_figures(report, duration_s=duration_s)
     heading = f"{title} over {len(rows):,} agents"
     meta["summary"] = MetadataValue.md(summary_md(heading, {"agents": len(rows), **totals}, duration_s))
     meta["agents_table"] = MetadataValue.md(agents_md(rows))
@@ -131,9 +136,29 @@ def report_metadata(title: str, report: Any, *, duration_s: float, omit: tuple[s
     """Metadata for one report: a value per field (but ``omit``), ``duration_s`` and a markdown ``summary``."""
     fields = {k: v for k, v in report_fields(report).items() if k not in omit}
     meta: dict[str, Any] = {name: metadata_value(value) for name, value in fields.items()}
-    meta["duration_s"] = MetadataValue.float(round(duration_s, 3))
+    meta |= pass_figures(report, duration_s=duration_s)
     meta["summary"] = MetadataValue.md(summary_md(title, fields, duration_s))
     return meta
+
+
+def pass_figures(report: Any, *, duration_s: float) -> dict[str, Any]:
+    """The five keys every pass reports alike (:func:`~engram_pipeline.pass_metrics.pass_metrics` of
+    ``report``), as metadata; inside a run whose process has ``ENGRAM_METRICS_DIR`` set, also written there as
+    the textfile of this asset and partition (:func:`~engram_pipeline.pass_metrics.write_textfile`), with what
+    the run found in the store (:func:`~engram_pipeline.pass_metrics.store_gauges`)."""
+    metrics = pass_metrics(report, duration_s=round(duration_s, 3))
+    try:
+        context = AssetExecutionContext.get()
+    except DagsterInvariantViolationError:  # called outside an asset's execution (a test, a script)
+        context = None
+    engram = getattr(context.resources, "engram", None) if context is not None else None
+    directory = engram.settings().metrics_dir if engram is not None else ""
+    if context is not None and directory:
+        partition = context.partition_key if context.has_partition_key else ""
+        name = context.asset_key.to_user_string()
+        gauges = store_gauges(report)
+        write_textfile(directory, name, partition, metrics, finished_at=time.time(), gauges=gauges)
+    return {name: metadata_value(value) for name, value in metrics.as_dict().items()}
 
 
 def metadata_value(value: Any) -> Any:

@@ -76,6 +76,12 @@ class Settings:
         doc="`1` in a deployment: a process without `ENGRAM_DB_URI` refuses to start instead of opening a local "
         "store under `ENGRAM_HOME` (set it on every worker)",
     )
+    metrics_dir: str = _env(
+        "ENGRAM_METRICS_DIR",
+        "",
+        doc="Directory where each pass run writes its metrics for node_exporter's textfile collector "
+        "(`engram_pass_*.prom`: rows scanned, acted on, skipped, duration, lease wait; docs/operate.md); empty: none",
+    )
     storage_options: str = _env(
         "ENGRAM_STORAGE_OPTIONS", "", doc="JSON object of LanceDB storage options for object-storage URIs (`s3://...`)"
     )  # JSON object for object-storage URIs

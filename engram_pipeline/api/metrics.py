@@ -10,7 +10,7 @@
 
 The counters live in the process (one :class:`Metrics` per app): each API process is scraped on its own, and
 a restart starts them at 0, which Prometheus's ``rate()`` expects. No client library: the format is a few
-lines of text, and nothing else here needs one.
+lines of text (:mod:`engram_pipeline.prometheus`, which the passes' metrics share).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # seconds; +Inf is implied
+from engram_pipeline.prometheus import CONTENT_TYPE, Labels, labels, number
 
-Labels = tuple[tuple[str, str], ...]
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # seconds; +Inf is implied
 
 
 class Metrics:
@@ -57,27 +56,16 @@ class Metrics:
         with self._lock:
             for name, series in sorted(self._counters.items()):
                 lines.append(f"# TYPE {name} counter")
-                lines += [f"{name}{_labels(key)} {_number(value)}" for key, value in sorted(series.items())]
+                lines += [f"{name}{labels(key)} {number(value)}" for key, value in sorted(series.items())]
             for name, histograms in sorted(self._histograms.items()):
                 lines.append(f"# TYPE {name} histogram")
                 for key, cells in sorted(histograms.items()):
                     for bound, cumulative in zip((*BUCKETS, "+Inf"), cells, strict=False):
                         le = bound if isinstance(bound, str) else f"{bound:g}"
-                        lines.append(f"{name}_bucket{_labels((*key, ('le', le)))} {_number(cumulative)}")
-                    lines.append(f"{name}_sum{_labels(key)} {cells[-1]!r}")
-                    lines.append(f"{name}_count{_labels(key)} {_number(cells[len(BUCKETS)])}")
+                        lines.append(f"{name}_bucket{labels((*key, ('le', le)))} {number(cumulative)}")
+                    lines.append(f"{name}_sum{labels(key)} {cells[-1]!r}")
+                    lines.append(f"{name}_count{labels(key)} {number(cells[len(BUCKETS)])}")
         return "\n".join(lines) + "\n"
-
-
-def _labels(key: Labels) -> str:
-    if not key:
-        return ""
-    escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for _, v in key)
-    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(key, escaped, strict=True)) + "}"
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 class MetricsMiddleware:

@@ -4,6 +4,7 @@ ephemeral instance; every asset records its report, every invariant check passes
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,9 @@ from dagster import DagsterInstance, Definitions, materialize
 from assets.definitions import defs
 from assets.hygiene_assets import corpus_merge_apply
 from engram_pipeline.invariants import check_all
+from engram_pipeline.pass_metrics import PASS_KEYS
 from engram_pipeline.store import MemoryStore
+from tests.assets.test_pass_metrics import read_textfiles
 
 MERGE_AGENT = "support-bot"
 PIPELINE = [
@@ -27,8 +30,13 @@ def pipeline_defs(resources: dict[str, Any]) -> Definitions:
 
 @pytest.mark.slow
 def test_whole_pipeline_materializes_with_reports_and_passing_checks(
-    resources: dict[str, Any], instance: DagsterInstance, seeded: MemoryStore
+    resources: dict[str, Any],
+    instance: DagsterInstance,
+    seeded: MemoryStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("ENGRAM_METRICS_DIR", str(tmp_path / "metrics"))
     job = pipeline_defs(resources).resolve_job_def("full_pipeline_job")
     result = job.execute_in_process(partition_key="coding-assistant", instance=instance)
     assert result.success
@@ -42,6 +50,24 @@ def test_whole_pipeline_materializes_with_reports_and_passing_checks(
         assert "duration_s" in meta, event.asset_key
         if event.asset_key.to_user_string() not in ("neighbour_graph", "episode_clusters", "memory_health"):
             assert "skipped_concurrent_edit" in meta and "summary" in meta, event.asset_key
+    # Every pass (the graph is not one) reports the same five figures, and wrote them for Prometheus.
+    passes = {
+        e.asset_key.to_user_string(): e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.to_user_string() != "neighbour_graph"
+    }
+    assert all(set(PASS_KEYS) <= set(meta) for meta in passes.values()), passes.keys()
+    scraped = read_textfiles(tmp_path / "metrics")
+    assert set(scraped) == {(name, "coding-assistant") for name in passes}
+    for name, meta in passes.items():
+        assert scraped[name, "coding-assistant"]["engram_pass_rows_scanned"] == meta["rows_scanned"].value, name
+    assert sum(meta["rows_acted_on"].value for meta in passes.values()) > 0
+    health = scraped["memory_health", "coding-assistant"]  # the growth alerts' figures (docs/operate.md)
+    assert health["engram_rows_visible"] == passes["memory_health"]["visible"].value > 0
+    assert "engram_rows_visible" not in scraped["importance_decay", "coding-assistant"]
+    plan = scraped["corpus_merge_plan", "coding-assistant"]
+    assert plan["engram_merge_members_pending"] == passes["corpus_merge_plan"]["would_merge"].value
+    assert plan["engram_merge_plans_pending"] == (passes["corpus_merge_plan"]["clusters"].value > 0)
     checks = result.get_asset_check_evaluations()
     assert len(checks) >= 10 and all(c.passed for c in checks), [c.asset_check_key for c in checks if not c.passed]
     # The neighbour graph was computed once and handed over inside the run.

@@ -33,6 +33,7 @@ from engram_pipeline.sample import load_sample_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from tests.assets.dagster_procs import DagsterProcs, dagster_processes, wait_for
+from tests.assets.test_pass_metrics import read_textfiles
 
 pytestmark = [pytest.mark.distributed, pytest.mark.integration, pytest.mark.slow]
 
@@ -156,6 +157,7 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
     env = {**os.environ, **cluster_env, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     env["DAGSTER_DISABLE_TELEMETRY"] = "1"
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # dagster-celery runs `celery` from the PATH
+    env["ENGRAM_METRICS_DIR"] = str(tmp_path / "metrics")  # what a node_exporter beside the workers would serve
     workspace = ["-w", str(DEPLOY / "workspace.yaml")]
 
     from dagster import DagsterInstance
@@ -186,6 +188,10 @@ def test_the_pipeline_runs_on_celery_workers_and_matches_an_in_process_run(
     assert sorted(pids_by_run) == agents
     assert all(pids and pids <= set(worker_pids.values()) for pids in pids_by_run.values()), (pids_by_run, worker_pids)
     assert set().union(*ran_on.values()) == set(WORKERS), ran_on  # both workers took runs
+    # The workers wrote every pass's metrics for Prometheus, the health run's visible rows among them.
+    scraped = read_textfiles(tmp_path / "metrics")
+    assert {("memory_health", a) for a in agents} | {("importance_decay", a) for a in agents} <= set(scraped)
+    assert all(scraped["memory_health", a]["engram_rows_visible"] > 0 for a in agents), scraped
 
     from assets.definitions import defs
     from assets.resources import EngramStore, RunScopedIOManager

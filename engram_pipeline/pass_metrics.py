@@ -46,7 +46,7 @@ from engram_pipeline.lifecycle.schemas import SchemaReport
 from engram_pipeline.lifecycle.sweep import SweepReport
 from engram_pipeline.prometheus import sample
 from engram_pipeline.reporting import report_fields
-from engram_pipeline.store.maintenance import MaintenanceReport
+from engram_pipeline.store.maintain import MaintenanceReport
 
 
 @dataclass(frozen=True)

@@ -177,8 +177,8 @@ def test_a_killed_worker_fails_its_run_which_is_retried_and_ends_as_an_uninterru
     reference = snapshot(MemoryStore.open(reference_uri, settings=settings, storage_options={}))
     # Row for row but the version, which counts writes: the retry sweeps every agent again, and what the killed
     # run had already written can be written again with the same content (a fresh score at the retry's time, not
-    # a second application: tests/lib/test_pipeline_rerun.py). The measure: the rows, statuses per agent,
-    # links, audit events and plans are those of an uninterrupted run; no row has fewer writes.
+    # a second application: tests/lib/lifecycle/test_pipeline_rerun.py). The measure: the rows, statuses
+    # per agent, links, audit events and plans are those of an uninterrupted run; no row has fewer writes.
     ours, theirs = unversioned(distributed["memories"]), unversioned(reference["memories"])
     assert [row for row, _, _ in ours] == [row for row, _, _ in theirs]
     for (row, conf, version), (_, their_conf, their_version) in zip(ours, theirs, strict=True):

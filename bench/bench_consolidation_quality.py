@@ -115,8 +115,9 @@ def sessions(settings: Settings, root: Path, *, repeats: int = 3) -> None:
     print(f"  largest cluster: {totals['share']:.3f} of a conversation's stored turns at most (goal <= 0.25)")
     print(f"  routines that became a procedure: {totals['routines_covered']} of {totals['routines']}")
     print(
-        f"  beliefs: precision {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage "
-        f"{b.coverage:.3f} ({b.covered} of {b.recurring} recurring facts; goal >= 0.50)"
+        f"  beliefs (same belief: same parsed slot and claims.same_value, not the pair judge): precision"
+        f" {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage {b.coverage:.3f} ({b.covered}"
+        f" of {b.recurring} recurring facts; goal >= 0.50)"
     )
     print(
         f"  contradictions (judge {judge}): false flags {c.false_rate:.4f} of turns ({c.falsely_flagged} of {c.turns};"

@@ -12,8 +12,9 @@ about their speaker (precision) and labelled facts said in two or more sessions 
 (coverage), labelled routines that became a procedure (and why a stage derived nothing, as its report says),
 turns flagged against a turn they do not contradict (false flags) and labelled changes flagged,
 evidence recall@10 of a question per fact before and after the passes (also counting a belief with the turns
-it was derived from: :func:`tests.corpora.sessions.provenance_recall`), and the time of the passes at two
-sizes (32 and 128 sessions per conversation, generated the same way). The judge of the contradiction pass is named.
+it was derived from: :func:`tests.corpora.sessions.provenance_recall`), and the CPU time of the passes at three
+sizes (32, 128 and 256 sessions per conversation, generated the same way; :func:`timing`), per stored turn
+against the smallest size. The judge of the contradiction pass is named.
 
 Quality: the hand-written conversations and tool logs of ``tests/corpora/conversations.py`` (three agents,
 several speakers, reported speech, hedges, changes of mind, small talk, logged fixes), imported as episodes,
@@ -57,10 +58,10 @@ def derived(store: MemoryStore, agent: str, kind: str) -> list[dict]:
 
 
 SESSIONS = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
-SIZES = (32, 128)  # sessions per conversation for the timing (the labelled corpus has 16)
+SIZES = (32, 128, 256)  # sessions per conversation for the timing (the labelled corpus has 16)
 
 
-def sessions(settings: Settings, root: Path) -> None:
+def sessions(settings: Settings, root: Path, *, repeats: int = 3) -> None:
     """The figures of issue 34 on the labelled multi-session dialogues (see the module docstring)."""
     records = sc.load(SESSIONS)
     store = MemoryStore.open(str(root / "sessions"), settings=settings)
@@ -114,8 +115,9 @@ def sessions(settings: Settings, root: Path) -> None:
     print(f"  largest cluster: {totals['share']:.3f} of a conversation's stored turns at most (goal <= 0.25)")
     print(f"  routines that became a procedure: {totals['routines_covered']} of {totals['routines']}")
     print(
-        f"  beliefs: precision {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage "
-        f"{b.coverage:.3f} ({b.covered} of {b.recurring} recurring facts; goal >= 0.50)"
+        f"  beliefs (same belief: same parsed slot and claims.same_value, not the pair judge): precision"
+        f" {b.precision:.3f} ({b.matched} of {b.derived}; goal >= 0.80), coverage {b.coverage:.3f} ({b.covered}"
+        f" of {b.recurring} recurring facts; goal >= 0.50)"
     )
     print(
         f"  contradictions (judge {judge}): false flags {c.false_rate:.4f} of turns ({c.falsely_flagged} of {c.turns};"
@@ -129,27 +131,65 @@ def sessions(settings: Settings, root: Path) -> None:
         f"  the same, a belief counting with the turns it was derived from: before {before_p:.3f}, after {after_p:.3f}"
         f" (ratio {after_p / before_p if before_p else 0:.3f})"
     )
-    sizes = {}
-    for n_sessions in (6, *SIZES):  # 6: a warm-up (caches, the judge), not reported
-        bigger = sc.generate(sessions=n_sessions)
-        timed = MemoryStore.open(str(root / f"sessions-{n_sessions}"), settings=settings)
-        import_jsonl(timed, sc.import_lines(bigger), checks="exact")
-        later = now + timedelta(days=4 * n_sessions)
-        t = time.perf_counter()
-        for conv in convs:
-            cluster_episodes(timed, conv, scope="full", now=later)
-        clustered = time.perf_counter() - t
-        t = time.perf_counter()
-        for conv in convs:
-            detect_contradictions(timed, conv, now=later)
-            consolidate(timed, conv, scope="full", now=later)
-        sizes[n_sessions] = (sum(r["type"] == "turn" for r in bigger), clustered, time.perf_counter() - t)
+    timing(settings, root, convs, now, repeats=repeats)
+
+
+def cold_caches() -> None:
+    """Empty the library's caches of results by text (parsed claims, slots), so a repeat reads its texts anew."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("engram_pipeline"):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                    value.cache_clear()
+
+
+def timing(settings: Settings, root: Path, convs: list[str], now: datetime, *, repeats: int) -> None:
+    """CPU seconds (``time.process_time``, lancedb's threads included) of the passes at :data:`SIZES`, the median
+    of ``repeats`` runs, each on a fresh copy of the imported store with cold caches (:func:`cold_caches`); the
+    cost per stored turn as a ratio to the smallest size says whether a pass is linear in turns (x1.00) or not.
+
+    The generator's small talk comes from a small pool of sentences, so a longer conversation says the same
+    sentences again, and the write path keeps one copy of each (exact dedup): 4x the sessions stored 2x the
+    turns. Each turn is therefore given a ``(turn N)`` prefix, which the readers drop, so every generated turn
+    is stored and the sizes are what they say; the same sentence said again is what a longer conversation adds.
+    """
+    per_turn: dict[str, float] = {}
     for n_sessions in SIZES:
-        turns, clustered, passes = sizes[n_sessions]
+        lines = sc.import_lines(sc.generate(sessions=n_sessions))
+        lines = [{**line, "content": f"(turn {k}) {line['content']}"} for k, line in enumerate(lines)]
+        base = root / f"sessions-{n_sessions}"
+        turns = import_jsonl(MemoryStore.open(str(base), settings=settings), lines, checks="exact").created
+        later = now + timedelta(days=4 * n_sessions)
+        cpu: dict[str, list[float]] = {"clustering": [], "contradiction pass": [], "consolidation": []}
+        candidates = 0
+        for r in range(repeats):
+            shutil.copytree(base, root / f"copy-{n_sessions}-{r}")
+            timed = MemoryStore.open(str(root / f"copy-{n_sessions}-{r}"), settings=settings)
+            cold_caches()
+            spent = dict.fromkeys(cpu, 0.0)
+            for conv in convs:
+                t0 = time.process_time()
+                cluster_episodes(timed, conv, scope="full", now=later)
+                t1 = time.process_time()
+                found = detect_contradictions(timed, conv, now=later).candidates
+                t2 = time.process_time()
+                consolidate(timed, conv, scope="full", now=later)
+                t3 = time.process_time()
+                spent["clustering"] += t1 - t0
+                spent["contradiction pass"] += t2 - t1
+                spent["consolidation"] += t3 - t2
+                candidates += found if r == 0 else 0
+            for stage, took in spent.items():
+                cpu[stage].append(took)
+        parts = []
+        for stage, runs in cpu.items():
+            median = statistics.median(runs)
+            cost = median / turns
+            ratio = cost / per_turn.setdefault(stage, cost)
+            parts.append(f"{stage} {median:.2f} CPU-s ({cost * 1000:.3f} ms per turn, x{ratio:.2f})")
         print(
-            f"  time, {n_sessions} sessions per conversation ({turns} turns): episode clustering {clustered:.2f} s"
-            f" ({clustered / turns * 1000:.2f} ms per turn); contradiction pass + consolidation {passes:.1f} s"
-            f" ({passes / turns * 1000:.2f} ms per turn)"
+            f"  CPU, {n_sessions} sessions per conversation ({turns} turns stored, {candidates} contradiction"
+            f" candidate pairs), median of {repeats}: " + "; ".join(parts)
         )
 
 
@@ -163,7 +203,7 @@ def main() -> int:
     settings = Settings.from_env({"ENGRAM_EMBEDDER": args.embedder})
     root = Path(tempfile.mkdtemp(prefix="consolidation-quality-"))
     try:
-        sessions(settings, root)
+        sessions(settings, root, repeats=args.repeats)
         if args.only == "sessions":
             return 0
         store = MemoryStore.open(str(root / "quality"), settings=settings)

@@ -436,7 +436,9 @@ def _negation_view(sentence: str) -> tuple[frozenset[str], bool]:
 # Cached: a text meets several neighbours on each write (split_sentences returns a fresh list each time).
 @functools.lru_cache(maxsize=TEXT_CACHE_SIZE)
 def _sentences(text: str) -> tuple[str, ...]:
-    return tuple(split_sentences(text))
+    # without its context prefix: "Session 3: Dana: Good night." and "Session 5: Dana: Good night." are one
+    # sentence, not a quantity that changed (the claims are read without it too)
+    return tuple(split_sentences(utterances.strip_context(text)))
 
 
 _MAX_VALUE_TOKENS = 4

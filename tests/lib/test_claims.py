@@ -91,6 +91,11 @@ PAIRS = [
     ("Dana: That app is a great idea.", "Dana: That app is a terrible idea.", None),  # a turn's, the talk before
     ("Dana is busy today", "Dana is not busy today", "negation"),
     ("Dana: I'm still training to be a paramedic.", "Dana: I am a nurse.", None),
+    # a context prefix is no quantity of the turn: a turn said again in another session is the same turn
+    ("Session 3: Dana: Good night, speak next week.", "Session 5: Dana: Good night, speak next week.", None),
+    ("(turn 5) Dana: We have 2 weddings.", "(turn 9) Dana: We have 2 weddings.", None),
+    ("[2026-01-09] Leo: Evening Dana!", "[2026-01-12] Leo: Evening Dana!", None),
+    ("Session 3: Dana: We have 2 weddings.", "Session 3: Dana: We have 3 weddings.", "quantity"),
     # no claims, unrelated
     ("Hello there", "Good morning", None),
     ("User lives in Berlin", "The weather is nice today", None),

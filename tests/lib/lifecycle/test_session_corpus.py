@@ -194,11 +194,16 @@ def test_a_fact_said_again_in_later_sessions_reinforces_its_belief_instead_of_du
         for conv in convs:
             reinforced += consolidate(store, conv, scope="recent", now=now).beliefs_reinforced
     for conv in convs:
+        again = consolidate(store, conv, scope="full", now=now)  # every session read again: nothing new
+        assert (again.beliefs_created, again.beliefs_reinforced) == (0, 0), conv
         beliefs = [r for r in store.list_memories(conv, kind="semantic") if r["source"] == "derived"]
         keys = [loads_metadata(r)["belief_key"] for r in beliefs]
         assert len(keys) == len(set(keys)), conv  # one belief per fact
         facts = [r for r in records() if r["type"] == "fact" and r["conversation"] == conv]
         assert sc.belief_figures(beliefs, facts).precision >= 0.8
+        for fact in facts:  # nor one fact said by two beliefs in other words
+            saying = [r["content"] for r in beliefs if sc.belief_match(tuple(fact["belief"]), dict(r))]
+            assert len(saying) <= 1, (fact["id"], saying)
     assert reinforced >= 3 and any(
         r["reinforcement_count"] >= 1 for c in convs for r in store.list_memories(c, kind="semantic")
     )

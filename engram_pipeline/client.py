@@ -11,12 +11,12 @@
             client.update(made.memory.id, expected_version=made.memory.version, importance=0.8)
         except VersionConflict as exc:
             print("re-read, it is at", exc.current_version)
-        print(client.cognitive.health("alice").overall_score)
+        print(client.cognitive.health("alice").report["overall_score"])
 
 Responses are typed: the memory verbs answer with the HTTP API's own models (``MemoryOut``, ``RememberResponse``,
 ... from :mod:`engram_pipeline.api.models`; ``client.remember`` and the other first names are aliases of
-``client.memories``), the lifecycle passes with frozen dataclasses (``report`` keeps the whole JSON); errors are
-typed (:class:`NotFound`,
+``client.memories``), the lifecycle passes with the API's ``ReportResponse`` (``pass_name``, ``agent_id`` and the pass's
+``report`` as JSON): the client keeps no field list of its own; errors are typed (:class:`NotFound`,
 :class:`Forbidden`, :class:`VersionConflict` with ``current_version``, ...). Every call has a timeout. A call
 whose connection could not be made is retried; reads (get, recall, health) are also retried on timeouts,
 dropped connections and 502/503/504. Writes are not retried once sent: a versioned update that reached the
@@ -28,7 +28,6 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -108,46 +107,6 @@ def _error(response: httpx.Response) -> EngramError:
         return (VersionConflict if body.get("current_version") is not None else Conflict)(status, detail, body)
     kind = {401: Unauthorized, 403: Forbidden, 404: NotFound, 400: InvalidRequest, 422: InvalidRequest}.get(status)
     return (kind or (ServerError if status >= 500 else EngramError))(status, detail, body)
-
-
-# -- models ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TierDistribution:
-    hot: int
-    warm: int
-    cold: int
-    archive: int
-
-
-@dataclass(frozen=True)
-class Health:
-    agent_id: str
-    overall_score: float
-    tier_distribution: TierDistribution
-    contradiction_count: int
-    stale_count: int
-    total: int
-    report: dict[str, Any] = field(repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class DecayResult:
-    agent_id: str
-    decayed_count: int
-    archived_count: int
-    pruned_count: int
-    report: dict[str, Any] = field(repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class ConsolidateResult:
-    agent_id: str
-    episodes_scanned: int
-    beliefs_created: int
-    procedures_created: int
-    schemas_created: int
-    archived: int
-    report: dict[str, Any] = field(repr=False, compare=False)
 
 
 # -- the client ------------------------------------------------------------------------------------------
@@ -251,59 +210,42 @@ class EngramClient:
 
 
 class Cognitive:
-    """The lifecycle side: ``client.cognitive.decay / consolidate / health`` (decay and consolidate need an
-    admin key)."""
+    """The lifecycle side: ``client.cognitive.decay / consolidate / promote / health`` (all but health need an
+    admin key), each answered with the API's ``ReportResponse``: ``pass_name``, ``agent_id`` and ``report``, the
+    pass's report as the API serialises it (the client keeps no field list of its own)::
+
+        print(client.cognitive.health("alice").report["overall_score"])
+        print(admin.cognitive.decay(agent_id="alice").report["decayed_count"])
+    """
 
     def __init__(self, client: EngramClient) -> None:
         self._client = client
 
-    def _agent(self, agent_id: str, verb: str, method: str = "POST", **kwargs: Any) -> dict[str, Any]:
-        data = self._client._call(method, f"/v1/agents/{_seg(agent_id)}/{verb}", idempotent=method == "GET", **kwargs)
-        report: dict[str, Any] = data["report"]
-        return report
+    def _pass(self, agent_id: str, verb: str, method: str = "POST", **kwargs: Any) -> ReportResponse:
+        path = f"/v1/agents/{_seg(agent_id)}/{verb}"
+        data = self._client._call(method, path, idempotent=method == "GET", **kwargs)
+        return _models().ReportResponse.model_validate(data)
 
-    def decay(self, *, agent_id: str, confidence: bool = True) -> DecayResult:
-        """Run importance decay and (``confidence``, the default) competition-aware confidence decay now."""
-        report = self._agent(agent_id, "decay", json={"confidence": confidence})
-        return DecayResult(
-            agent_id=agent_id,
-            decayed_count=int(report["decayed_count"]),
-            archived_count=int(report["archived_count"]),
-            pruned_count=int(report.get("pruned_count", 0)),
-            report=report,
-        )
+    def decay(self, *, agent_id: str, confidence: bool = True) -> ReportResponse:
+        """Run importance decay and (``confidence``, the default) competition-aware confidence decay now;
+        ``.report`` carries ``decayed_count``, ``archived_count`` and ``pruned_count`` on top of each pass's
+        report."""
+        return self._pass(agent_id, "decay", json=_body(_models().DecayRequest, {"confidence": confidence}))
 
-    def consolidate(self, *, agent_id: str, scope: Literal["recent", "full"] = "recent") -> ConsolidateResult:
-        """Run the five-stage consolidation (episodes, beliefs, procedures, schemas, archival) now."""
-        report = self._agent(agent_id, "consolidate", json={"scope": scope})
-        return ConsolidateResult(
-            agent_id=agent_id,
-            episodes_scanned=int(report.get("episodes_scanned", 0)),
-            beliefs_created=int(report.get("beliefs_created", 0)),
-            procedures_created=int(report.get("procedures_created", 0)),
-            schemas_created=int(report.get("schemas_created", 0)),
-            archived=int(report.get("archived", 0)),
-            report=report,
-        )
+    def consolidate(self, *, agent_id: str, scope: Literal["recent", "full"] = "recent") -> ReportResponse:
+        """Run the five-stage consolidation (episodes, beliefs, procedures, schemas, archival) now; ``.report``
+        is its report (``episodes_scanned``, ``beliefs_created``, ...)."""
+        return self._pass(agent_id, "consolidate", json=_body(_models().ConsolidateRequest, {"scope": scope}))
 
     def promote(self, *, agent_id: str) -> ReportResponse:
         """Run STM to LTM promotion now (admin key); the report as the API returns it."""
-        data = self._client._call("POST", f"/v1/agents/{_seg(agent_id)}/promote", idempotent=False)
-        return _models().ReportResponse.model_validate(data)
+        return self._pass(agent_id, "promote")
 
-    def health(self, agent_id: str) -> Health:
-        """The agent's health (:class:`NotFound` for an agent with no memories)."""
-        report = self._agent(agent_id, "health", method="GET")
-        tiers = report["tier_distribution"]
-        return Health(
-            agent_id=agent_id,
-            overall_score=float(report["overall_score"]),
-            tier_distribution=TierDistribution(**{t: int(tiers.get(t, 0)) for t in ("hot", "warm", "cold", "archive")}),
-            contradiction_count=int(report["contradiction_count"]),
-            stale_count=int(report["stale_count"]),
-            total=int(report.get("total", 0)),
-            report=report,
-        )
+    def health(self, agent_id: str) -> ReportResponse:
+        """The agent's health (:class:`NotFound` for an agent with no memories): ``.report`` is the health
+        report, with the SDK's names (``overall_score``, ``tier_distribution``, ``contradiction_count``) beside
+        its own (``engram_pipeline.reporting.SDK_HEALTH_NAMES``)."""
+        return self._pass(agent_id, "health", method="GET")
 
 
 class Memories:
@@ -462,19 +404,15 @@ def _seg(value: str) -> str:
 
 __all__ = [
     "Cognitive",
-    "ConsolidateResult",
     "Conflict",
-    "DecayResult",
     "EngramClient",
     "EngramError",
     "Forbidden",
-    "Health",
     "InvalidRequest",
     "Memories",
     "NotFound",
     "Plans",
     "ServerError",
-    "TierDistribution",
     "Unauthorized",
     "VersionConflict",
 ]

@@ -76,15 +76,19 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
+# The health report's fields under the names clients of the memory server this project descends from (the Engram
+# SDK) read, each the report field it repeats; ``tier_distribution`` is ``tiers`` with all four tiers. The one
+# place those names are made: the HTTP API and MCP answer with them, the Python client reads them from there.
+SDK_HEALTH_NAMES = {"overall_score": "score", "contradiction_count": "active_contradictions"}
+
+
 def health_json(report: Any) -> dict[str, Any]:
-    """The health report, plus the names clients of the memory server this project descends from read:
-    ``overall_score``, ``tier_distribution`` (hot, warm, cold, archive), ``contradiction_count`` (the existing
-    fields stay)."""
+    """The health report, plus :data:`SDK_HEALTH_NAMES` and ``tier_distribution`` (hot, warm, cold, archive);
+    the report's own fields stay."""
     data = report_json(report)
     tiers = data.get("tiers") or {}
-    data["overall_score"] = data.get("score")
+    data.update({sdk: data[name] for sdk, name in SDK_HEALTH_NAMES.items()})
     data["tier_distribution"] = {t: int(tiers.get(t, 0)) for t in CONFIDENCE_TIERS}
-    data["contradiction_count"] = data.get("active_contradictions", 0)
     return data
 
 

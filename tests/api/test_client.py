@@ -14,7 +14,8 @@ import httpx
 import pytest
 from api_helpers import two_clusters
 
-from engram_pipeline.api.models import MemoryOut, PlanOut
+from engram_pipeline import client as client_module
+from engram_pipeline.api.models import MemoryOut, PlanOut, ReportResponse
 from engram_pipeline.client import (
     Conflict,
     EngramClient,
@@ -25,6 +26,7 @@ from engram_pipeline.client import (
     Unauthorized,
     VersionConflict,
 )
+from engram_pipeline.reporting import SDK_HEALTH_NAMES
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 
@@ -162,15 +164,22 @@ def test_cognitive_namespace(alice: EngramClient, admin: EngramClient) -> None:
     for text in ("User lives in Berlin", "User works as a nurse", "User has a cat named Tom"):
         alice.remember("alice", text)
     decayed = admin.cognitive.decay(agent_id="alice")
-    assert decayed.decayed_count >= 0 and decayed.archived_count >= 0
-    assert decayed.decayed_count == decayed.report["confidence"]["decayed_count"]
-    consolidated = admin.cognitive.consolidate(agent_id="alice", scope="full")
-    assert consolidated.agent_id == "alice" and consolidated.episodes_scanned >= 0
+    assert isinstance(decayed, ReportResponse) and (decayed.pass_name, decayed.agent_id) == ("decay", "alice")
+    assert decayed.report["decayed_count"] == decayed.report["confidence"]["decayed_count"] >= 0
+    assert decayed.report["archived_count"] >= 0 and decayed.report["pruned_count"] >= 0
+    consolidated = admin.cognitive.consolidate(agent_id="alice", scope="full").report
+    assert consolidated["episodes_scanned"] >= 0 and "beliefs_created" in consolidated
     health = alice.cognitive.health("alice")
-    assert 0.0 <= health.overall_score <= 1.0 and health.overall_score == health.report["score"]
-    tiers = health.tier_distribution
-    assert tiers.hot + tiers.warm + tiers.cold + tiers.archive == health.report["visible"]
-    assert health.contradiction_count >= 0 and health.stale_count >= 0
+    assert isinstance(health, ReportResponse) and health.pass_name == "health"
+    # the SDK's names, each the report field SDK_HEALTH_NAMES says it repeats
+    report = health.report
+    assert set(SDK_HEALTH_NAMES) < set(report)
+    assert all(report[sdk] == report[name] for sdk, name in SDK_HEALTH_NAMES.items())
+    assert 0.0 <= report["overall_score"] <= 1.0
+    assert sum(report["tier_distribution"].values()) == report["visible"]
+    assert report["stale_count"] >= 0
+    # no field list of the client's own: the answers are the API's model
+    assert not {"Health", "TierDistribution", "DecayResult", "ConsolidateResult"} & set(dir(client_module))
     with pytest.raises(NotFound, match="unknown agent"):
         admin.cognitive.health("nobody")
 

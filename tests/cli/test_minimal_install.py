@@ -1,10 +1,10 @@
 """The minimal install, ``pip install "engram-pipeline[api,minilm]"``: what it documents works, and what needs a
 missing extra ends in one ``error:`` line naming that extra, never a traceback.
 
-Simulated, not a second virtual environment (installing torch into one takes minutes here): the commands run
-as real processes with a ``sitecustomize`` on ``PYTHONPATH`` that makes the modules of the missing extras
-unimportable (``None`` in ``sys.modules``: ``import`` raises and ``find_spec`` answers None, as if absent).
-It reaches the demo's own child process too.
+Simulated here, not a second virtual environment (that one, which takes minutes, is
+``tests/cli/test_fresh_install.py``): the commands run as real processes with a ``sitecustomize`` on
+``PYTHONPATH`` that makes the modules of the missing extras unimportable (``None`` in ``sys.modules``:
+``import`` raises and ``find_spec`` answers None, as if absent). It reaches the demo's own child process too.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engram_pipeline.lifecycle import archival, confidence, decay
 from engram_pipeline.lifecycle.retention import SEED, holders
 from engram_pipeline.model import utcnow
 from engram_pipeline.store.audit import HIDING_ACTIONS
@@ -162,7 +163,7 @@ def hidden_rows_have_audit_pre_image(store: MemoryStore, agent_id: str) -> Invar
 
 
 # Actors whose archive / prune events the retention policy governs (a person's delete or archive is theirs).
-RETENTION_ACTORS = {"archive": ("consolidation", "confidence_decay"), "prune": ("ltm_decay",)}
+RETENTION_ACTORS = {"archive": (archival.ACTOR, confidence.ACTOR), "prune": (decay.ACTOR,)}
 
 
 def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantResult:

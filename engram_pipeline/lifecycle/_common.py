@@ -46,7 +46,12 @@ from engram_pipeline.store.sql import lit
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-__all__ = ["Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id", "sweep_key"]
+__all__ = [
+    "CONSOLIDATION_ACTOR", "Lease", "LeaseLost", "PassBusy", "PassCursor", "agent_frame", "new_run_id", "sweep_key",
+]  # fmt: skip
+
+# The actor of every consolidation stage's writes (beliefs, procedures, schemas, archival) in the audit.
+CONSOLIDATION_ACTOR = "consolidation"
 
 
 def new_run_id(pass_name: str) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, Written, count_frames, run_batched, write_decided
-from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
+from engram_pipeline.lifecycle._common import CONSOLIDATION_ACTOR, PassCursor, agent_frame, sweep_key
 from engram_pipeline.lifecycle.retention import Holders, forgettable, holders
 from engram_pipeline.model import Memory, confidence_of, utcnow
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
@@ -35,7 +35,7 @@ from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
 
-ACTOR = "consolidation"
+ACTOR = CONSOLIDATION_ACTOR
 PASS_NAME = "archival"
 COUNTS = ("processed", "archived", "skipped_concurrent_edit")
 

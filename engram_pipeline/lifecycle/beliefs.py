@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram_pipeline.claims import Claim, head_value, same_value, transient
 from engram_pipeline.lexicon import FUNCTIONAL_RELATIONS
+from engram_pipeline.lifecycle._common import CONSOLIDATION_ACTOR
 from engram_pipeline.lifecycle._derived import DerivedPlan, Rows, visible_rows, write_derived
 from engram_pipeline.lifecycle.episodes import EpisodeClusters
 from engram_pipeline.lifecycle.extractors import Extractor, claims_of, default_extractor
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
     from engram_pipeline.store.links import Link
 
-ACTOR = "consolidation"
+ACTOR = CONSOLIDATION_ACTOR
 FUNCTIONAL = FUNCTIONAL_RELATIONS
 _PHRASES = {
     "lives_in": ("lives in", "does not live in"),

@@ -54,6 +54,7 @@ Id = Annotated[
 ]
 Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_storable)]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_storable)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Vector = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=1, max_length=8192)]
 ConfidenceTier = Literal["hot", "warm", "cold", "archive"]
@@ -69,7 +70,7 @@ class RememberRequest(Request):
     content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
     tier: Tier | Literal["auto"] = "auto"
     kind: Kind = "semantic"
-    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
+    tags: Tags = []
     source: Source = "agent"
     outcome: Outcome | None = None
     pinned: bool = False
@@ -84,7 +85,7 @@ class RememberRequest(Request):
 # field has the record's type.
 _CONSTRAINED: dict[str, Any] = {
     "content": Text,
-    "tags": Annotated[list[Tag], Field(max_length=MAX_TAGS)],
+    "tags": Tags,
     "importance": Unit,
     "confidence": Unit,
 }

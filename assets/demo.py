@@ -185,7 +185,7 @@ def print_recalls(store: Any, agents: Sequence[str], *, out: TextIO) -> None:
 def _print_review_hint(store: Any, agents: Sequence[str], *, applied: bool, out: TextIO) -> None:
     if applied:
         return
-    pending = [(a, p) for a in agents if (p := store.latest_plan(a)) and p["status"] == "pending"]
+    pending = [(a, p) for a in agents if (p := store.engine.latest_plan(a)) and p["status"] == "pending"]
     # A plan with no cluster has nothing to review: it is not "waiting".
     waiting = [(a, p, clusters) for a, p in pending if (clusters := p["body"].get("clusters", []))]
     if waiting:

@@ -110,7 +110,7 @@ def corpus_merge_apply(
 def observe_plan(context: AssetExecutionContext, store: Any, agent: str, plan_id: str | None) -> None:
     """Record plan ``plan_id``'s status now (``pending``, ``applied``, ``discarded``, ``expired``) as an
     observation of ``corpus_merge_plan`` in ``agent``'s partition; nothing for an unknown or other agent's plan."""
-    plan = store.get_plan(plan_id) if plan_id else None
+    plan = store.engine.get_plan(plan_id) if plan_id else None
     if plan is None or plan["agent_id"] != agent:
         return
     metadata = {"plan_id": MetadataValue.text(str(plan_id)), "status": MetadataValue.text(str(plan["status"]))}

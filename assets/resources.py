@@ -67,7 +67,7 @@ SHARED_STORES = 4
 def shared_store(uri: str, settings: Settings) -> MemoryStore:
     """The store at ``uri`` (empty: the settings' URI) opened with ``settings``, opened once per process.
 
-    A store opened earlier is checked before it is handed out again (:meth:`MemoryStore.check_layout`, one read
+    A store opened earlier is checked before it is handed out again (:meth:`ShardedEngine.check_layout`, one read
     of ``meta``): after a re-shard, or with the store gone, it is dropped and opened afresh, which raises what
     an open raises (the new shard count against ``ENGRAM_SHARDS``, a migration under way). Reads are strongly
     consistent, so a kept store sees every other process's commits.
@@ -77,7 +77,7 @@ def shared_store(uri: str, settings: Settings) -> MemoryStore:
         store = _SHARED.get(key)
         if store is not None:
             try:
-                store.check_layout()
+                store.engine.check_layout()
             except Exception:  # noqa: BLE001 - whatever it is, a fresh open says it properly
                 store = None
                 del _SHARED[key]

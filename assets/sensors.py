@@ -21,7 +21,7 @@ INVALID_KEY_PARTS = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
 )
 def agent_partitions_sensor(context: SensorEvaluationContext, engram: EngramStore) -> SensorResult | SkipReason:
     store = engram.open()
-    version = str(store.memories_version())
+    version = str(store.engine.memories_version())
     if context.cursor == version:
         return SkipReason(f"memories unchanged since table version {version}")
     known = set(context.instance.get_dynamic_partitions(AGENTS))

@@ -82,7 +82,7 @@ def shard_sweep(name: str, partitions_def: PartitionsDefinition) -> AssetsDefini
     )
     def _sweep(context: AssetExecutionContext, engram: EngramStore) -> MaterializeResult:
         store = engram.open()
-        agents = store.agents_in_shard(int(context.partition_key))
+        agents = store.engine.agents_in_shard(int(context.partition_key))
         report, seconds = timed(sweep, store, pass_name, agents, run_id=run_id_of(context))
         return MaterializeResult(
             metadata=sweep_metadata(f"{title}, shard {context.partition_key}", report, duration_s=seconds)

@@ -127,12 +127,12 @@ def end_to_end(rows: int, degree: int, seed: int) -> tuple[float, object]:
         for start in range(0, rows, 20_000):
             batch = []
             for k in range(start, min(rows, start + 20_000)):
-                row = store.new_row(
+                row = store.engine.new_row(
                     "bench", f"memory {k}", memory_id=f"m{k:08d}", confidence=confs[k], created_at=made[k], tier="ltm"
                 )
                 row["vector"] = rng.normal(size=8).astype(np.float32).tolist()
                 batch.append(row)
-            store.insert_rows(batch)
+            store.engine.insert_rows(batch)
         t = time.perf_counter()
         report = decay_confidence(store, "bench", graph=graph, now=NOW)
         return time.perf_counter() - t, report

@@ -61,7 +61,7 @@ TEMPLATES = [
 def build(store: MemoryStore, rows: int, *, seed: int = 7, chunk: int = 100_000) -> None:
     """Write ``rows`` memories of one agent as Arrow batches (one ``add`` per chunk)."""
     rng = np.random.default_rng(seed)
-    schema = store.memory_schema
+    schema = store.engine.memory_schema
     dim = store.embedder.dimension
     yesterday = NOW - timedelta(days=1)
     for start in range(0, rows, chunk):
@@ -119,12 +119,12 @@ def build(store: MemoryStore, rows: int, *, seed: int = 7, chunk: int = 100_000)
             prior["importance"].to_numpy() <= store.settings.stale_threshold, "stale", "active"
         ).tolist()
         arrays = [pa.array(cols[f.name], type=f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema]
-        store.memories.add(pa.Table.from_arrays(arrays, schema=schema))
+        store.engine.memories.add(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def reference(store: MemoryStore, sample: int, settings: Settings) -> tuple[int, int, float]:
     """The original loop: pages of 100 rows, one conditional ``update`` (one commit) per changed row."""
-    table = store.memories
+    table = store.engine.memories
     cols = [
         "id",
         "version",
@@ -193,11 +193,11 @@ def main() -> None:
         t0 = time.perf_counter()
         build(store, args.rows)
         print(f"build: {args.rows} rows in {time.perf_counter() - t0:.1f} s (not part of the timings)")
-        built = store.memories.version
+        built = store.engine.memories.version
 
         times = []
         for run in range(args.repeats):
-            store.memories.restore(built)
+            store.engine.memories.restore(built)
             t0 = time.perf_counter()
             report = decay_importance(store, AGENT, now=NOW, batch_size=args.batch_size)
             times.append(time.perf_counter() - t0)
@@ -209,7 +209,7 @@ def main() -> None:
         median = statistics.median(times)
         rate = args.rows / median
 
-        store.memories.restore(built)
+        store.engine.memories.restore(built)
         seen, written, ref_t = reference(store, sample, settings)
         ref_rate = seen / ref_t
         print(f"reference: {seen} rows ({written} writes) in {ref_t:.1f} s")

@@ -28,9 +28,9 @@ from engram_pipeline.store import MemoryStore
 
 
 def commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = store.table_versions()
+    before = store.engine.table_versions()
     run()
-    after = store.table_versions()
+    after = store.engine.table_versions()
     return {name: after[name] - before[name] for name in before if after[name] != before[name]}
 
 

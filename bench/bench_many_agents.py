@@ -10,9 +10,9 @@ distinct sentence of random words (``bench_store.texts``); a fifth are short-ter
 40 days and some accesses, so promotion, decay, the neighbour graph and the five stages all read and decide.
 
 Measured in one run, for each agent count:
-(a) the shard sweeps: ``sweep(store, "pipeline", store.agents_in_shard(k))`` for every shard ``k`` of the
+(a) the shard sweeps: ``sweep(store, "pipeline", store.engine.agents_in_shard(k))`` for every shard ``k`` of the
     store (``--shards``, default ``ENGRAM_SHARDS``), at one ``now``; wall time and commits
-    (``store.table_versions()`` before and after, summed over the tables). ``--workers W`` sweeps the shards in
+    (``store.engine.table_versions()`` before and after, summed over the tables). ``--workers W`` sweeps the shards in
     W processes at once (each opens the store itself, as a Celery worker running one shard's run does); the
     default 1 sweeps them one after another in this process. ``--workers 1 2`` measures both, each on its own
     copy of the store as it was built;
@@ -107,13 +107,13 @@ def sweep_shard(uri: str, shards: int, k: int, now: datetime) -> tuple[int, int,
     """Shard ``k`` swept once, on a store opened here: (shard, agents reported, seconds)."""
     store = open_store(uri, shards)
     start = time.perf_counter()
-    swept = len(sweep(store, "pipeline", store.agents_in_shard(k), now=now).agents)
+    swept = len(sweep(store, "pipeline", store.engine.agents_in_shard(k), now=now).agents)
     return k, swept, time.perf_counter() - start
 
 
 def shard_sweeps(uri: str, store: MemoryStore, shards: int, now: datetime, workers: int) -> tuple[float, int, int]:
     """Every shard swept once, ``workers`` at a time: (seconds, commits, agents reported)."""
-    before = store.table_versions()
+    before = store.engine.table_versions()
     start = time.perf_counter()
     if workers == 1:
         done = (sweep_shard(uri, shards, k, now) for k in range(shards))
@@ -126,18 +126,18 @@ def shard_sweeps(uri: str, store: MemoryStore, shards: int, now: datetime, worke
         print(f"    shard {k}: {swept} agents in {seconds:.1f} s", file=sys.stderr, flush=True)
     if workers > 1:
         pool.shutdown()
-    return time.perf_counter() - start, commits(before, store.table_versions()), reported
+    return time.perf_counter() - start, commits(before, store.engine.table_versions()), reported
 
 
 def per_agent_runs(store: MemoryStore, agents: list[str], now: datetime) -> tuple[list[float], int]:
     """``run_pipeline`` for each agent in turn: (seconds per agent, commits in all)."""
-    before = store.table_versions()
+    before = store.engine.table_versions()
     seconds = []
     for agent in agents:
         start = time.perf_counter()
         run_pipeline(store, agent, now=now)
         seconds.append(time.perf_counter() - start)
-    return seconds, commits(before, store.table_versions())
+    return seconds, commits(before, store.engine.table_versions())
 
 
 def one_agent(base: Path, lines: list[dict[str, object]], rows: int, shards: int, now: datetime) -> float:

@@ -104,10 +104,10 @@ def main() -> None:
         for start in range(0, args.n, 20_000):
             rows = []
             for i in range(start, min(args.n, start + 20_000)):
-                row = store.new_row("big", contents[i], tier="ltm")
+                row = store.engine.new_row("big", contents[i], tier="ltm")
                 row["vector"] = vectors[i].tolist()
                 rows.append(row)
-            store.insert_rows(rows)
+            store.engine.insert_rows(rows)
         s = store.settings
         setting = env.get("ENGRAM_JUDGE", "(none: band rule)")
         took = time.perf_counter() - t0

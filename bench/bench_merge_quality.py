@@ -80,10 +80,10 @@ def insert(store: MemoryStore, agent: str, sentences: list[str]) -> dict[str, st
     cached = embed_cached(store.embedder, texts, CACHE)  # shares calibrate_thresholds.py's embedding cache
     rows = []
     for text in texts:
-        row = store.new_row(agent, text, tier="ltm")
+        row = store.engine.new_row(agent, text, tier="ltm")
         row["vector"] = cached[text].tolist()
         rows.append(row)
-    store.insert_rows(rows)
+    store.engine.insert_rows(rows)
     ids = {r["content_hash"]: r["id"] for r in rows}
     return {s: ids[content_hash(agent, s)] for s in sentences if s.strip()}
 
@@ -96,7 +96,7 @@ def joined(merges: list[tuple[str, str]], pairs: list[frozenset[str]]) -> int:
 
 def plain_plan(store: MemoryStore, agent: str, graph: Any, lo: float, hi: float) -> list[tuple[str, str]]:
     """Star clusters on cosine alone, same canonical order (importance, newest, id) as the pass."""
-    rows = store.scan(agent, columns=["id", "importance", "created_at"]).to_pylist()
+    rows = store.engine.scan(agent, columns=["id", "importance", "created_at"]).to_pylist()
     rows.sort(key=lambda r: r["id"])
     rows.sort(key=lambda r: (-(r["importance"] or 0.0), -r["created_at"].timestamp()))
     clusters = star_clusters(filter_bands(graph, ((lo, hi if hi < 1.0 else None),)), [r["id"] for r in rows], lo, hi)
@@ -207,7 +207,7 @@ def scenario(base: Settings) -> dict[str, Any]:
             if plan.plan_id:
                 apply_corpus_merge(store, "a", plan.plan_id)
             detect_contradictions(store, "a")
-            rows = store.scan("a", columns=["content", "status", "superseded_by"]).to_pylist()
+            rows = store.engine.scan("a", columns=["content", "status", "superseded_by"]).to_pylist()
             visible = [r for r in rows if r["status"] not in ("superseded", "archived") and r["superseded_by"] is None]
             swap = [r for r in visible if r["content"] == VALUE_SWAP]
             berlin = [r for r in visible if "Berlin" in r["content"]]
@@ -279,7 +279,7 @@ def main() -> None:
         }
         for name, (lo, hi) in bands.items():
             settings = base.replace(merge_threshold=lo, duplicate_threshold=hi, contradiction_threshold_max=1.0)
-            store.settings = settings.with_profile({})  # explicit thresholds win over the profile
+            store.engine.settings = settings.with_profile({})  # explicit thresholds win over the profile
             print(f"\n{name}")
             print(f"  {'plan':<9} {'set':<7} {'merges':>7} {'right':>6} {'wrong':>6} {'unlab.':>6} {'precision':>9}"
                   f" {'pairs joined':>13}")  # fmt: skip
@@ -298,7 +298,7 @@ def main() -> None:
                           f" {together / max(1, base_n):>12.1%}")  # fmt: skip
                 print(f"  (plan of {report.scanned} rows: {took:.2f}s)")
         # End to end: apply the guarded plan at the profile band on the sts agent.
-        store.settings = profile
+        store.engine.settings = profile
         plan = consolidate_corpus(store, "sts")
         t0 = time.perf_counter()
         applied = apply_corpus_merge(store, "sts", plan.plan_id)

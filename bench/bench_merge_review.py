@@ -49,10 +49,10 @@ def main() -> None:
         for start in range(0, args.n, 20_000):
             rows = []
             for i in range(start, min(args.n, start + 20_000)):
-                row = store.new_row("big", contents[i], tier="ltm")
+                row = store.engine.new_row("big", contents[i], tier="ltm")
                 row["vector"] = vectors[i].tolist()
                 rows.append(row)
-            store.insert_rows(rows)
+            store.engine.insert_rows(rows)
         graph = agent_graph(store, "big")
         plan, ref = cpu(consolidate_corpus, store, "big", graph=graph)
         print(f"{args.n} rows; plan: {plan.clusters} clusters, {plan.merged} members, {ref:.2f} CPU-s given the graph")

@@ -11,7 +11,7 @@ Measured in one run, on two copies of the same store at one ``now``:
 (a) the sweep: ``plan_sweep(store, agents)`` then ``health_sweep(store, agents)``;
 (b) the reference: ``consolidate_corpus(store, agent)`` then ``health(store, agent)`` for each agent in turn.
 Each twice: the first run stores every agent's plan, the second finds them stored (the daily case for an agent
-whose rows did not change). Wall time and commits (``store.table_versions()`` before and after). The reports
+whose rows did not change). Wall time and commits (``store.engine.table_versions()`` before and after). The reports
 of (a) and (b) are checked equal (plan ids and cursors aside). The machine is shared: the ``uptime`` load is
 printed first; compare the ratios, not the absolutes.
 """
@@ -66,18 +66,18 @@ def build(uri: str, agents: list[str], memories: int) -> None:
                 base /= np.linalg.norm(base)
                 vector, said = base, f"fact {i} of {agent}: the build of service {i} runs at {i % 24} o'clock"
                 content = said
-            row = store.new_row(agent, content, created_at=NOW - timedelta(days=1 + i % 30))
+            row = store.engine.new_row(agent, content, created_at=NOW - timedelta(days=1 + i % 30))
             row["vector"] = [float(x) for x in vector]
             rows.append(row)
-    store.insert_rows(rows)
+    store.engine.insert_rows(rows)
 
 
 def commits(store: MemoryStore, run: Callable[[], Any]) -> tuple[float, int, Any]:
-    before = store.table_versions()
+    before = store.engine.table_versions()
     start = time.perf_counter()
     out = run()
     seconds = time.perf_counter() - start
-    after = store.table_versions()
+    after = store.engine.table_versions()
     return seconds, sum(after[name] - before.get(name, 0) for name in after), out
 
 

@@ -1,7 +1,7 @@
 """Recall latency at scale: in process and through HTTP (a real uvicorn process), plus recall@10 of the index.
 
 Builds ``--memories`` rows over ``--agents`` agents (default 20k over 20; the target figure is 100k over 100)
-by writing Arrow batches straight into ``store.memories`` with hashing vectors, then runs ``store.maintain()``
+by writing Arrow batches straight into ``store.engine.memories`` with hashing vectors, then runs ``store.maintain()``
 (compaction, scalar indexes, and the vector index once the table passes ``ENGRAM_VECTOR_INDEX_MIN_ROWS``).
 
 Measured, each as p50 / p99 over ``--queries`` random (agent, query) pairs:
@@ -82,16 +82,16 @@ def build(store: MemoryStore, n: int, agents: int, seed: int, batch: int = 10_00
             agent = f"agent-{i % agents:03d}"
             created = now - timedelta(days=rng.uniform(0, 60))
             rows.append(
-                store.new_row(
+                store.engine.new_row(
                     agent, f"note {i}: {sentence(rng, 8)}", tier="ltm", created_at=created, importance=rng.random()
                 )
             )
         t = time.perf_counter()
-        vectors = store.embed([r["content"] for r in rows])
+        vectors = store.engine.embed([r["content"] for r in rows])
         embed_s += time.perf_counter() - t
         for r, v in zip(rows, vectors, strict=True):
             r["vector"] = v
-        store.memories.add(rows_to_table(rows, store.memory_schema))
+        store.engine.memories.add(rows_to_table(rows, store.engine.memory_schema))
     build_s = time.perf_counter() - t0
     t = time.perf_counter()
     report = store.maintain()
@@ -105,8 +105,8 @@ def build(store: MemoryStore, n: int, agents: int, seed: int, batch: int = 10_00
 
 
 def fragments(store: MemoryStore) -> dict[str, int]:
-    stats = store.memories.stats()["fragment_stats"]
-    index = store.memories.index_stats("vector_idx")
+    stats = store.engine.memories.stats()["fragment_stats"]
+    index = store.engine.memories.index_stats("vector_idx")
     unindexed = int(index.num_unindexed_rows) if index is not None else -1
     return {"fragments": int(stats["num_fragments"]), "unindexed_rows": unindexed}
 
@@ -163,7 +163,7 @@ def over_http(uri: str, qs: list[tuple[str, str]], *, access_interval_ms: float,
 def fold(store: MemoryStore) -> dict:
     """Fold every agent's logged reads into ``memories``, as promotion and decay do at their start."""
     t = time.perf_counter()
-    report = store.fold_access()
+    report = store.engine.fold_access()
     return {**asdict(report), "seconds": round(time.perf_counter() - t, 2)}
 
 
@@ -173,7 +173,7 @@ def fold_cycles(store: MemoryStore, agents: int, cycles: int, seed: int) -> dict
     probe = queries(agents, 300, seed + 99)
 
     def shape() -> dict:
-        index = store.memories.index_stats("vector_idx")
+        index = store.engine.memories.index_stats("vector_idx")
         segments = int(index.num_indices) if index is not None else 0
         return {**fragments(store), "index_segments": segments, **pct(in_process(store, probe, track_access=False))}
 
@@ -184,9 +184,9 @@ def fold_cycles(store: MemoryStore, agents: int, cycles: int, seed: int) -> dict
             hits = []
             for agent, q in qs[start : start + 60]:
                 hits += [h.memory for h in store.recall(agent, q, k=10, track_access=False, with_vectors=False)]
-            store.log_access(hits)
+            store.engine.log_access(hits)
         t = time.perf_counter()
-        report = store.fold_access()
+        report = store.engine.fold_access()
         fold_s = round(time.perf_counter() - t, 2)
         out["cycles"].append({"fold_s": fold_s, "rows": report.rows, "reindexed": report.reindexed, **shape()})
     t = time.perf_counter()
@@ -200,19 +200,19 @@ def recall_at_10(store: MemoryStore, qs: list[tuple[str, str]]) -> dict[str, flo
     exact cosine over the agent's rows; and the time of a flat scan instead."""
     hits, ann_t, flat_t = [], [], []
     for agent, q in qs:
-        qv = store.embed([q])[0]
-        table = store.scan(agent, columns=["id", "vector"])
+        qv = store.engine.embed([q])[0]
+        table = store.engine.scan(agent, columns=["id", "vector"])
         vecs = np.asarray(table["vector"].to_pylist(), dtype=np.float32)
         sims = vecs @ qv / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(qv) + 1e-12)
         ids = table["id"].to_numpy(zero_copy_only=False)
         exact = set(ids[np.argsort(-sims, kind="stable")[:10]])
         t = time.perf_counter()
-        found = candidates(store, qv, eq("agent_id", agent), pool=40, columns=["id"])  # as recall searches
+        found = candidates(store.engine, qv, eq("agent_id", agent), pool=40, columns=["id"])  # as recall searches
         order = np.argsort(found["_distance"].to_numpy(), kind="stable")[:10]
         got = set(found["id"].to_numpy(zero_copy_only=False)[order])
         ann_t.append(time.perf_counter() - t)
         t = time.perf_counter()
-        flat = store.memories.search(qv).metric("cosine").where(eq("agent_id", agent), prefilter=True).limit(10)
+        flat = store.engine.memories.search(qv).metric("cosine").where(eq("agent_id", agent), prefilter=True).limit(10)
         flat.bypass_vector_index().select(["id", "_distance"]).to_arrow()
         flat_t.append(time.perf_counter() - t)
         hits.append(len(exact & got) / 10)
@@ -268,13 +268,13 @@ def main() -> None:
     try:
         store = MemoryStore.open(uri, settings=settings)
         out: dict = {"memories": args.memories, "agents": args.agents, "cpus": os.cpu_count()}
-        if store.memories.count_rows() == 0:
+        if store.engine.memories.count_rows() == 0:
             out["build"] = build(store, args.memories, args.agents, args.seed)
         else:  # a reused store: fold and compact what earlier runs left
             t = time.perf_counter()
             store.maintain()
             out["maintain_reused_s"] = round(time.perf_counter() - t, 1)
-        out["indexes"] = sorted(i.columns[0] for i in store.memories.list_indices())
+        out["indexes"] = sorted(i.columns[0] for i in store.engine.memories.list_indices())
         out["fragments_before"] = fragments(store)
         qs = queries(args.agents, args.queries, args.seed)
         in_process(store, qs[:20], track_access=False)  # warm caches

@@ -54,7 +54,7 @@ def worker(uri: str, agent: str, shards: int, seconds: float, go: str) -> None:
         time.sleep(0.01)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        result = store.cas_write(
+        result = store.engine.cas_write(
             [{"id": row["id"], "version": version, "importance": (commits % 100) / 100}], actor="bench", action="bench"
         )
         commits += result.commits
@@ -63,7 +63,9 @@ def worker(uri: str, agent: str, shards: int, seconds: float, go: str) -> None:
         else:
             conflicts += 1
             version = int(store.get(row["id"], track_access=False)["version"])
-    print(json.dumps({"agent": agent, "shard": store.shard_of(agent), "commits": commits, "conflicts": conflicts}))
+    print(
+        json.dumps({"agent": agent, "shard": store.engine.shard_of(agent), "commits": commits, "conflicts": conflicts})
+    )
 
 
 def run_writers(uri: str, shards: int, writers: int, seconds: float) -> dict:
@@ -92,7 +94,7 @@ def run_writers(uri: str, shards: int, writers: int, seconds: float) -> dict:
         "commits": commits,
         "commits_per_s": commits / seconds,
         "conflicts": sum(o["conflicts"] for o in outs),
-        "tables": len(store.tables()),
+        "tables": len(store.engine.tables()),
     }
 
 

@@ -43,10 +43,10 @@ from engram_pipeline.store.maintenance import FragmentBound  # noqa: E402
 
 def append_and_read(store: MemoryStore, row: dict[str, object], timings: dict[str, list[float]]) -> None:
     t = time.perf_counter()
-    store.log_access([row])
+    store.engine.log_access([row])
     timings["append"].append(time.perf_counter() - t)
     t = time.perf_counter()
-    store.pending_access("a")
+    store.engine.pending_access("a")
     timings["read"].append(time.perf_counter() - t)
 
 
@@ -83,7 +83,7 @@ def main() -> int:
         if n % every == 0:
             p50 = {}
             for name, store in stores.items():
-                t, log = timings[name], store.shards[0].access_log.table
+                t, log = timings[name], store.engine.shards[0].access_log.table
                 p50[name] = (float(np.median(t["append"][-every:])), float(np.median(t["read"][-every:])))
                 frags, kept = log.stats()["fragment_stats"]["num_fragments"], len(log.list_versions())
                 print(

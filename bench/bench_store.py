@@ -76,12 +76,12 @@ def timed_import(store: MemoryStore, lines: Sequence[dict[str, str]], batch_size
 def bench_writes(root: Path, embedder: str, single: int, bulk: int, batch: int) -> dict[str, float]:
     store = open_store(root, f"writes-{embedder}", embedder)
     probe = texts(max(bulk, 64), seed=1)
-    store.embed(probe[:8])  # load the model before timing
+    store.engine.embed(probe[:8])  # load the model before timing
     chunks = [probe[i : i + batch] for i in range(0, len(probe), batch)]
     embed_rates = []
     for chunk in chunks[:5]:
         t = time.perf_counter()
-        store.embed(chunk)
+        store.engine.embed(chunk)
         embed_rates.append(len(chunk) / (time.perf_counter() - t))
     calls = []
     for i, text in enumerate(texts(single, seed=2)):
@@ -121,7 +121,7 @@ def bench_recall(root: Path, size: int, agents: int, queries: int, batch: int) -
     print(f"  filled {size} rows ({agents} agents) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     agent = "agent-042" if agents > 42 else "agent-000"
     qtexts = texts(queries, seed=11)
-    qvecs = store.embed(qtexts).tolist()
+    qvecs = store.engine.embed(qtexts).tolist()
     out = []
     for phase in ("fresh", "maintained"):
         if phase == "maintained":
@@ -165,7 +165,7 @@ def main() -> None:
             )
         if "minilm" in writes:
             q = open_store(root, "writes-minilm", "minilm")
-            per_query = latencies(lambda i: q.embed([f"query number {i}"]), 30)
+            per_query = latencies(lambda i: q.engine.embed([f"query number {i}"]), 30)
             print(f"minilm query embedding: p50 {1000 * statistics.median(per_query):.1f} ms (adds to a minilm recall)")
         print(f"\nrecall latency, one agent among {args.agents}, k=10 (ms)")
         print(f"{'store':<30} {'p50':>8} {'p95':>8}")

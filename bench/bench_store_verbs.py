@@ -43,13 +43,13 @@ def _build(path: Path, rows: int, agents: int, settings: Settings) -> None:
     batch = []
     for i in range(rows):
         content = f"{_sentence(rng)} {i}"
-        row = store.new_row(f"agent-{i % agents}", content)
-        row["vector"] = store.embed([content])[0].tolist()
+        row = store.engine.new_row(f"agent-{i % agents}", content)
+        row["vector"] = store.engine.embed([content])[0].tolist()
         batch.append(row)
         if len(batch) == 1000:
-            store.insert_rows(batch)
+            store.engine.insert_rows(batch)
             batch = []
-    store.insert_rows(batch)
+    store.engine.insert_rows(batch)
     store.maintain()
 
 
@@ -61,8 +61,10 @@ def _time(fn, calls: list[str]) -> float:  # type: ignore[no-untyped-def]
 
 
 def _raw_search(store: MemoryStore, text: str) -> None:
-    vector = store.embed([text])[0]
-    store.memories.search(vector).metric("cosine").where("agent_id = 'agent-1'", prefilter=True).limit(10).to_arrow()
+    vector = store.engine.embed([text])[0]
+    store.engine.memories.search(vector).metric("cosine").where("agent_id = 'agent-1'", prefilter=True).limit(
+        10
+    ).to_arrow()
 
 
 def main() -> None:

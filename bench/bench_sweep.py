@@ -5,7 +5,7 @@
     python bench/bench_sweep.py --agents 200 --repeats 1 --loop-repeats 1
 
 Data: ``--agents`` agents of ``--memories`` memories each (hashing embedder), inserted in bulk
-(``MemoryStore.insert_rows``, one commit per 20,000 rows). Per agent, in tenths: short-term rows that earned
+(``ShardedEngine.insert_rows``, one commit per 20,000 rows). Per agent, in tenths: short-term rows that earned
 promotion, short-term rows past their TTL, short-term rows an LTM row already holds (same vector; the LTM row
 is one of the agent's memories), LTM rows untouched for 60 days (prunable under the ``seed`` retention policy,
 which the benchmark uses so that decay prunes), and recent LTM rows: every kind of write both passes make.
@@ -57,7 +57,7 @@ def build(uri: str, agents: int, memories: int) -> list[str]:
         for i in range(memories):
             kind = i % 10
             if kind == 0:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"We decided to deploy service {i} of {agent} on Fridays",
                     tier="stm",
@@ -66,15 +66,15 @@ def build(uri: str, agents: int, memories: int) -> list[str]:
                     created_at=NOW - timedelta(hours=2),
                 )
             elif kind == 1:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent, f"scratch note {i} of {agent}", tier="stm", created_at=NOW - timedelta(hours=30)
                 )
                 row["expires_at"] = NOW - timedelta(hours=6)
             elif kind == 2:
-                holder = store.new_row(agent, f"We decided to keep release train {i} of {agent}", tier="ltm")
+                holder = store.engine.new_row(agent, f"We decided to keep release train {i} of {agent}", tier="ltm")
                 row = holder
             elif kind == 3 and holder is not None:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"We decided to keep release train {i - 1} of {agent} again",
                     tier="stm",
@@ -84,7 +84,7 @@ def build(uri: str, agents: int, memories: int) -> list[str]:
                 )
                 row["vector"] = holder["vector"]
             elif kind < 7:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"old remark {i} of {agent}",
                     tier="ltm",
@@ -93,7 +93,7 @@ def build(uri: str, agents: int, memories: int) -> list[str]:
                 )
                 row["last_accessed_at"] = NOW - timedelta(days=60)
             else:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"the printer {i} of {agent} is on floor two",
                     tier="ltm",
@@ -101,19 +101,19 @@ def build(uri: str, agents: int, memories: int) -> list[str]:
                     created_at=NOW - timedelta(days=2),
                 )
             if row.get("vector") is None:
-                row["vector"] = store.embed([row["content"]])[0].tolist()
+                row["vector"] = store.engine.embed([row["content"]])[0].tolist()
             rows.append(row)
     for start in range(0, len(rows), 20_000):
-        store.insert_rows(rows[start : start + 20_000])
+        store.engine.insert_rows(rows[start : start + 20_000])
     return names  # fmt: skip
 
 
 def commits(store: MemoryStore, run: Callable[[], Any]) -> tuple[float, dict[str, int]]:
-    before = store.table_versions()
+    before = store.engine.table_versions()
     t = time.perf_counter()
     run()
     wall = time.perf_counter() - t
-    after = store.table_versions()
+    after = store.engine.table_versions()
     return wall, {name: after[name] - before[name] for name in before}
 
 
@@ -124,7 +124,7 @@ def loop(per_agent: Callable[..., Any], store: MemoryStore, agents: list[str]) -
 
 def state(store: MemoryStore, agents: list[str]) -> list[tuple[Any, ...]]:
     cols = ["id", "version", "tier", "status", "importance", "superseded_by", "expires_at"]
-    table = store.scan_agents(agents, columns=cols).sort_by("id")
+    table = store.engine.scan_agents(agents, columns=cols).sort_by("id")
     return list(zip(*(table[c].to_pylist() for c in cols), strict=True))
 
 

@@ -73,18 +73,18 @@ def single_writes(store: MemoryStore, n: int, seed: int) -> list[float]:
 
 
 def fragments(store: MemoryStore) -> int:
-    return int(store.memories.stats()["fragment_stats"]["num_fragments"])
+    return int(store.engine.memories.stats()["fragment_stats"]["num_fragments"])
 
 
 def bare_commits(store: MemoryStore, n: int) -> list[float]:
     """``n`` one-row ``table.add`` calls to a fresh table of ``memories``' schema in the store's directory:
     the floor of a write acknowledged after its Lance commit."""
-    row = store.new_row("floor", "a row")
-    row["vector"] = store.embed(["a row"])[0].tolist()
-    table = store.db.create_table("bare_commit_floor", schema=store.memory_schema)
+    row = store.engine.new_row("floor", "a row")
+    row["vector"] = store.engine.embed(["a row"])[0].tolist()
+    table = store.engine.db.create_table("bare_commit_floor", schema=store.engine.memory_schema)
     out = []
     for i in range(n):
-        one = rows_to_table([{**row, "id": f"floor-{i}"}], store.memory_schema)
+        one = rows_to_table([{**row, "id": f"floor-{i}"}], store.engine.memory_schema)
         t = time.perf_counter()
         table.add(one)
         out.append(time.perf_counter() - t)
@@ -106,7 +106,7 @@ def bench_single(results: Results, root: Path, small: int, large: int, n: int) -
         # one write to each agent: the first loads the agent's rows into the write cache (store/write_cache.py),
         # as a server's first write of an agent does; timed apart from the steady writes
         first = single_writes(store, AGENTS, seed=size + 2)
-        cache = store.write_cache
+        cache = store.engine.write_cache
         before = cache.loads, cache.refreshes, cache.rereads
         calls = single_writes(store, n, seed=size + 1)
         loads, refreshes, rereads = (
@@ -231,7 +231,7 @@ def bench_http(results: Results, root: Path, clients: int, writes: int) -> None:
         server.terminate()
         server.wait(timeout=30)
     store = MemoryStore.open(uri, settings=open_store(root, "http", "hashing").settings)
-    rows = store.scan("bench", columns=["id", "content"]).to_pylist()
+    rows = store.engine.scan("bench", columns=["id", "content"]).to_pylist()
     present = {r["id"] for r in rows}
     lost = sum(1 for i in acked.values() if i not in present)
     dupes = sum(n - 1 for n in Counter(r["content"] for r in rows).values() if n > 1)
@@ -255,12 +255,12 @@ def bench_http(results: Results, root: Path, clients: int, writes: int) -> None:
 def bench_minilm(results: Results, root: Path, single: int, rows: int) -> None:
     try:
         store = open_store(root, "minilm", "minilm")
-        store.embed(["warm up"])
+        store.engine.embed(["warm up"])
     except Exception as exc:  # the [minilm] extra is optional
         print(f"\nminilm skipped: {exc}")
         return
     embeds, calls, own = [], [], []
-    embed = store.embed
+    embed = store.engine.embed
 
     def timed_embed(contents: Sequence[str]) -> np.ndarray:  # the embedding inside remember's batch
         t = time.perf_counter()
@@ -271,17 +271,17 @@ def bench_minilm(results: Results, root: Path, single: int, rows: int) -> None:
     for i, (probe, text) in enumerate(zip(texts(single, 21), texts(single, 22), strict=True)):
         # interleaved, so both see the same load (torch's threads feel the neighbours' work most)
         t = time.perf_counter()
-        store.embed([probe])
+        store.engine.embed([probe])
         embeds.append(time.perf_counter() - t)
-        store.embed = timed_embed  # type: ignore[method-assign]
+        store.engine.embed = timed_embed  # type: ignore[method-assign]
         t = time.perf_counter()
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
         calls.append(time.perf_counter() - t)
-        store.embed = embed  # type: ignore[method-assign]
+        store.engine.embed = embed  # type: ignore[method-assign]
     rest = [c - e for c, e in zip(calls, own, strict=True)]
     batch = texts(rows, 23)
     t = time.perf_counter()
-    store.embed(batch)
+    store.engine.embed(batch)
     raw = rows / (time.perf_counter() - t)
     lines = [{"agent_id": f"agent-{i % AGENTS}", "content": c, "tier": "ltm"} for i, c in enumerate(texts(rows, 24))]
     t = time.perf_counter()
@@ -314,7 +314,7 @@ def bench_bulk(results: Results, root: Path, rows: int) -> None:
     contents = texts(rows, 31)
     t = time.perf_counter()
     for i in range(0, rows, 5000):
-        store.embed(contents[i : i + 5000])
+        store.engine.embed(contents[i : i + 5000])
     raw = rows / (time.perf_counter() - t)
     lines = [{"agent_id": f"agent-{i % AGENTS}", "content": c, "tier": "ltm"} for i, c in enumerate(contents)]
     t = time.perf_counter()
@@ -347,7 +347,7 @@ def bench_fragments(results: Results, root: Path, writes: int, queries: int) -> 
     t = time.perf_counter()
     single_writes(store, writes, 42)
     took = time.perf_counter() - t
-    qvecs = store.embed(texts(queries, 43)).tolist()
+    qvecs = store.engine.embed(texts(queries, 43)).tolist()
 
     def recall_p50() -> float:
         out = []
@@ -382,7 +382,7 @@ def bench_shared(results: Results, root: Path, rows: int, n: int) -> None:
     single_writes(store, AGENTS, seed=52)  # each agent's view read once, as in bench_single
     single_writes(other, AGENTS, seed=53)
     alone = single_writes(store, n, seed=54)
-    cache = store.write_cache
+    cache = store.engine.write_cache
     before = cache.refreshes, cache.rereads
     shared = []
     for i, (mine, theirs) in enumerate(zip(texts(n, 55), texts(n, 56), strict=True)):

@@ -44,6 +44,7 @@ from bench_write_path import AGENTS, fill  # noqa: E402
 
 from engram_pipeline.model import rows_to_table  # noqa: E402
 from engram_pipeline.store import MemoryStore, write_path  # noqa: E402
+from engram_pipeline.store.core import ShardedEngine  # noqa: E402
 from engram_pipeline.store.write_cache import WriteCache  # noqa: E402
 
 SPANS: dict[str, float] = defaultdict(float)
@@ -63,7 +64,7 @@ def spanned(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def instrument() -> None:
     """Wrap the steps of the write path (module attributes, so the callers' look-ups find the wrappers)."""
-    store_cls = MemoryStore
+    store_cls = ShardedEngine
     store_cls.new_row = spanned("build row", store_cls.new_row)  # type: ignore[method-assign]
     store_cls.shard_versions = spanned("table version read", store_cls.shard_versions)  # type: ignore[method-assign]
     store_cls._drop_lost_races = spanned("race re-read", store_cls._drop_lost_races)  # type: ignore[method-assign]
@@ -95,7 +96,11 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
     # warm the process (first query plans, imports, each agent's view in the write cache) outside the figures
     for i, text in enumerate(texts(AGENTS, seed=rows + 7)):
         store.remember(f"agent-{i % AGENTS}", text, tier="ltm")
-    loads, refreshes, rereads = store.write_cache.loads, store.write_cache.refreshes, store.write_cache.rereads
+    loads, refreshes, rereads = (
+        store.engine.write_cache.loads,
+        store.engine.write_cache.refreshes,
+        store.engine.write_cache.rereads,
+    )
     per_write: list[dict[str, float]] = []
     totals = []
     for i, text in enumerate(texts(writes, seed=rows + 1)):
@@ -113,7 +118,7 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
         vals = np.asarray([w.get(n, 0.0) for w in per_write]) * 1000
         share = sum(1 for w in per_write if n in w) / len(per_write)
         print(f"  {n:<34} {np.median(vals):>8.2f} {vals.mean():>8.2f} {share:>12.2f}")
-    cache = store.write_cache
+    cache = store.engine.write_cache
     loads, refreshes, rereads = cache.loads - loads, cache.refreshes - refreshes, cache.rereads - rereads
     print(
         f"  write cache during them: {loads} agents loaded, {refreshes} views refreshed "
@@ -134,14 +139,16 @@ def profile_size(root: Path, rows: int, writes: int, cprof: int, filled: Path | 
 def floor(store: MemoryStore, root: Path, n: int) -> None:
     """A bare one-row ``table.add``: to a fresh table of the same schema in the same directory, and to
     ``memories`` itself (rows of an agent no write uses)."""
-    row = store.new_row("floor-agent", "floor row")
-    row["vector"] = store.embed(["floor row"])[0].tolist()
-    scratch = store.db.create_table(f"floor_{time.monotonic_ns()}", schema=store.memory_schema)
+    row = store.engine.new_row("floor-agent", "floor row")
+    row["vector"] = store.engine.embed(["floor row"])[0].tolist()
+    scratch = store.engine.db.create_table(f"floor_{time.monotonic_ns()}", schema=store.engine.memory_schema)
     out = {}
-    for name, table in (("fresh table", scratch), ("memories", store.memories)):
+    for name, table in (("fresh table", scratch), ("memories", store.engine.memories)):
         took = []
         for i in range(n):
-            one = rows_to_table([{**row, "id": f"floor-{name[0]}-{i}", "content_hash": f"f{i}"}], store.memory_schema)
+            one = rows_to_table(
+                [{**row, "id": f"floor-{name[0]}-{i}", "content_hash": f"f{i}"}], store.engine.memory_schema
+            )
             t = time.perf_counter()
             table.add(one)
             took.append(time.perf_counter() - t)

@@ -100,7 +100,7 @@ def import_jsonl(
 ) -> ImportReport:
     """Import memories from a JSONL file path, or from an iterable of JSON lines or dicts.
 
-    Each batch is validated whole, embedded in one ``store.embed`` call, checked as ``remember`` would
+    Each batch is validated whole, embedded in one ``store.engine.embed`` call, checked as ``remember`` would
     check its lines one after another and written in one append (then one compare-and-set batch each for
     the collapses and the contradictions: :func:`engram_pipeline.store.bulk_write.write_checked`).
     ``progress(n)`` is called with the number of lines each batch consumed. See the module docstring for
@@ -128,7 +128,7 @@ def import_jsonl(
     with fewer_collections():
         for batch in _batches(_numbered(source), batch_size):
             lines += len(batch)
-            checked_at = store.shard_versions()  # before the checks against the store: see write_path.insert_new
+            checked_at = store.engine.shard_versions()  # before the checks against the store: see write_path.insert_new
             rows, dup, bad, restored = _validate_batch(store, batch)
             if bad:
                 errors.extend(bad)
@@ -140,11 +140,11 @@ def import_jsonl(
             if dry_run:
                 created += len(rows)  # what would be created
             elif rows:
-                vectors = store.embed([r["content"] for r in rows])
+                vectors = store.engine.embed([r["content"] for r in rows])
                 for row, vec in zip(rows, vectors, strict=True):
                     row["vector"] = vec.tolist()
                 checked = [checks == "remember" and r["id"] not in restored for r in rows]
-                done = write_checked(store, rows, checked_at=checked_at, checked=checked, actor="import")
+                done = write_checked(store.engine, rows, checked_at=checked_at, checked=checked, actor="import")
                 created += len(done.inserted)
                 dup += done.lost_races  # a concurrent writer stored the same content in between
                 semantic += done.semantic_duplicates
@@ -223,7 +223,7 @@ def _validate_batch(
             fresh.append((n, row))
     # Against the store, in two batched reads: content already there, and ids taken by other content (only an
     # id a line names can be: the store's own are fresh uuid4s).
-    hashes = store.existing_hashes([r["content_hash"] for _, r in fresh])
+    hashes = store.engine.existing_hashes([r["content_hash"] for _, r in fresh])
     named = [r["id"] for n, r in fresh if n in named_lines]
     taken = {r["id"]: r["content_hash"] for r in store.get_many(named, columns=["id", "content_hash"])} if named else {}
     out: list[Memory] = []
@@ -270,7 +270,7 @@ def build_row(store: MemoryStore, line: Mapping[str, Any]) -> Memory:
     tags = line.get("tags") or []
     if not isinstance(tags, list):
         raise ValueError("tags must be a list of strings")
-    row = store.new_row(
+    row = store.engine.new_row(
         line["agent_id"],
         line["content"],
         tier=_str(line, "tier", "auto"),
@@ -379,7 +379,9 @@ def _time(line: Mapping[str, Any], key: str) -> datetime | None:
 def export_rows(store: MemoryStore, agent_ids: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
     """Every memory (of ``agent_ids``, default all agents) as an import line, agent by agent, oldest first."""
     for agent_id in agent_ids if agent_ids is not None else store.agents():
-        table = overlay_pending(store.scan(agent_id, columns=list(EXPORT_COLUMNS)), store.pending_access(agent_id))
+        table = overlay_pending(
+            store.engine.scan(agent_id, columns=list(EXPORT_COLUMNS)), store.engine.pending_access(agent_id)
+        )
         rows = table.to_pylist()
         rows.sort(key=lambda r: (r["created_at"], r["id"]))
         for row in rows:

@@ -75,7 +75,7 @@ def _result(name: str, agent_id: str, checked: int, problems: list[dict[str, Any
 
 
 def _rows(store: MemoryStore, agent_id: str, columns: list[str], where: str | None = None) -> list[dict[str, Any]]:
-    return store.scan(agent_id, columns=columns, where=where).to_pylist()
+    return store.engine.scan(agent_id, columns=columns, where=where).to_pylist()
 
 
 def _present(store: MemoryStore, ids: Iterable[str]) -> set[str]:
@@ -84,7 +84,7 @@ def _present(store: MemoryStore, ids: Iterable[str]) -> set[str]:
 
 def _hiding_events(store: MemoryStore, agent_id: str, ids: Iterable[str] | None = None) -> dict[str, set[str]]:
     """``{memory_id: {actions}}`` of the audit events that took a row out of recall with a pre-image."""
-    table = store.audit_for_agent(
+    table = store.engine.audit_for_agent(
         agent_id,
         actions=HIDING_ACTIONS,
         memory_ids=None if ids is None else list(ids),
@@ -110,7 +110,7 @@ def superseded_rows_have_canonical(store: MemoryStore, agent_id: str) -> Invaria
     existing = _present(store, set(pairs.values())) if pairs else set()
     linked: set[frozenset[str]] = set()
     if pairs:
-        links = store.links_of(list(pairs), rel=None)
+        links = store.engine.links_of(list(pairs), rel=None)
         linked = {frozenset((lk["src_id"], lk["dst_id"])) for lk in links if lk["rel"] in MERGE_RELS}
     for mid, canonical in pairs.items():
         if canonical not in existing:
@@ -140,7 +140,7 @@ def contradicted_rows_have_partner(store: MemoryStore, agent_id: str) -> Invaria
 def hidden_rows_have_audit_pre_image(store: MemoryStore, agent_id: str) -> InvariantResult:
     """Every archived or superseded row, and every row gone from ``memories``, has an audited pre-image."""
     hidden = _rows(store, agent_id, ["id", "status"], f"NOT ({VISIBLE_SQL})")
-    audited = store.audit_for_agent(agent_id, columns=["memory_id"])
+    audited = store.engine.audit_for_agent(agent_id, columns=["memory_id"])
     ever = set(audited["memory_id"].to_pylist())
     gone = ever - _present(store, ever) if ever else set()
     events = _hiding_events(store, agent_id)
@@ -173,7 +173,7 @@ def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantR
     if store.settings.retention_policy == SEED:
         return _result(name, agent_id, 0, [], policy=SEED)
     conds = " OR ".join(f"(action = {lit(a)} AND actor IN {in_list(actors)})" for a, actors in RETENTION_ACTORS.items())
-    table = store.audit_for_agent(agent_id, where=conds, columns=["memory_id", "action"])
+    table = store.engine.audit_for_agent(agent_id, where=conds, columns=["memory_id", "action"])
     archived = {
         m for m, a in zip(table["memory_id"].to_pylist(), table["action"].to_pylist(), strict=True) if a == "archive"
     }
@@ -184,7 +184,7 @@ def only_held_rows_leave_recall(store: MemoryStore, agent_id: str) -> InvariantR
     merged_links = (
         {
             lk["src_id"] if lk["rel"] == "duplicate-of" else lk["dst_id"]
-            for lk in store.links_of(sorted(gone))
+            for lk in store.engine.links_of(sorted(gone))
             if lk["rel"] in MERGE_RELS
         }
         if gone
@@ -205,9 +205,9 @@ def versions_never_go_backwards(store: MemoryStore, agent_id: str, *, record: bo
     A row that has left the table keeps its last version in the record, so a restore that came back with an
     older version is caught too.
     """
-    table = store.scan(agent_id, columns=["id", "version"])
+    table = store.engine.scan(agent_id, columns=["id", "version"])
     now = dict(zip(table["id"].to_pylist(), table["version"].to_pylist(), strict=True))
-    saved = store.get_cursor(VERSIONS_PASS, agent_id) or {}
+    saved = store.engine.get_cursor(VERSIONS_PASS, agent_id) or {}
     before: dict[str, int] = saved.get("versions", {})
     problems = [
         {"id": mid, "problem": f"version {v} is below {before[mid]}, seen at {saved.get('checked_at')}"}
@@ -216,7 +216,7 @@ def versions_never_go_backwards(store: MemoryStore, agent_id: str, *, record: bo
     ]
     merged = {**before, **{mid: max(v, before.get(mid, v)) for mid, v in now.items()}}
     if record and merged != before:  # nothing moved since the last check: the record already says it all
-        store.set_cursor(VERSIONS_PASS, agent_id, {"versions": merged, "checked_at": utcnow().isoformat()})
+        store.engine.set_cursor(VERSIONS_PASS, agent_id, {"versions": merged, "checked_at": utcnow().isoformat()})
     return _result(
         "versions_never_go_backwards",
         agent_id,

@@ -59,7 +59,7 @@ class AccessRecorder:
         if not keys:
             return
         if self._thread is None:  # not started (or synchronous mode): log inline
-            self.store.log_access([_entry(k) for k in keys])
+            self.store.engine.log_access([_entry(k) for k in keys])
             self.commits += 1
             return
         with self._lock:
@@ -73,7 +73,7 @@ class AccessRecorder:
         if not pending:
             return
         try:
-            self.store.log_access([_entry(k) for k in pending], times=list(pending.values()), at=at)
+            self.store.engine.log_access([_entry(k) for k in pending], times=list(pending.values()), at=at)
             self.commits += 1
         except Exception:  # a ranking signal: never let bookkeeping take the server down
             log.exception("access log append failed for %d rows", len(pending))

@@ -155,7 +155,7 @@ AgentDep = Annotated[str, Depends(get_agent)]
 
 def get_known_agent(agent_id: AgentDep, store: StoreDep) -> str:
     """An agent the caller may access (403) that has memories in the store (else 404: unknown agent)."""
-    if not store.has_agent(agent_id):
+    if not store.engine.has_agent(agent_id):
         raise UnknownAgent(agent_id)
     return agent_id
 
@@ -185,7 +185,7 @@ def get_restorable(memory_id: MemoryIdPath, store: StoreDep, caller: CallerDep) 
     if rows:
         agent_id = rows[0]["agent_id"]
     else:
-        found = store.last_pre_image(memory_id)
+        found = store.engine.last_pre_image(memory_id)
         agent_id = found[0]["agent_id"] if found is not None else None
     visible_to(caller, memory_id, agent_id)
     return memory_id

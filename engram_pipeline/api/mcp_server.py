@@ -132,7 +132,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
 
     def known() -> None:
         """Refuse a pass or a report on an agent with no memories, like the HTTP API (404) and the CLI."""
-        if not store.has_agent(agent_id):
+        if not store.engine.has_agent(agent_id):
             raise ToolError(f"NOT_FOUND: unknown agent {agent_id!r}: it has no memories yet (remember one first)")
 
     def own(memory_id: str) -> dict[str, Any]:
@@ -256,7 +256,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
     ) -> dict[str, Any]:
         def owner() -> str | None:
             rows = store.get_many([id], columns=["id", "agent_id"])
-            found = None if rows else store.last_pre_image(id)
+            found = None if rows else store.engine.last_pre_image(id)
             return rows[0]["agent_id"] if rows else (found[0]["agent_id"] if found else None)
 
         if guarded(owner)() != agent_id:
@@ -282,7 +282,7 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
             )
         if planId is None:
             raise ToolError(f"INVALID_INPUT: {verb} needs planId, the plan_id a dry run returned and was reviewed")
-        found = store.get_plan(planId)
+        found = store.engine.get_plan(planId)
         if found is None or found["agent_id"] != agent_id:
             raise ToolError(f"NOT_FOUND: no corpus-merge plan {planId!r} for this agent; run a dry run first")
         return planId

@@ -154,7 +154,7 @@ class State:
 
         wanted = list(dict.fromkeys(agents))
         for agent_id in wanted:
-            if not self.store.has_agent(agent_id):
+            if not self.store.engine.has_agent(agent_id):
                 raise UnknownAgent(agent_id)
         return wanted
 

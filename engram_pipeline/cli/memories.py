@@ -101,7 +101,7 @@ def import_(
         # A store this command made and then wrote nothing into (a dry run, a first batch refused) is removed:
         # a failed import leaves no empty tables behind.
         if new and not kept:
-            store.discard_if_empty()
+            store.engine.discard_if_empty()
     for err in report.errors:
         warn(f"{file}: {err}")
     if st.json:
@@ -313,7 +313,7 @@ def agents(ctx: typer.Context) -> None:
     from engram_pipeline.model import STATUSES
 
     st = state(ctx)
-    counts = st.store.counts_by_status()
+    counts = st.store.engine.counts_by_status()
     rows = [
         {"agent_id": a, "memories": sum(counts[a].values()), **{s: counts[a].get(s, 0) for s in STATUSES}}
         for a in sorted(counts)

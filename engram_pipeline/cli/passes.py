@@ -176,7 +176,7 @@ def _plan_agent(st: State, plan_id: str) -> list[str]:
     """The agent of plan ``plan_id`` (an unknown plan is an error that says so)."""
     from engram_pipeline.store import PlanNotFound
 
-    plan = st.store.get_plan(plan_id)
+    plan = st.store.engine.get_plan(plan_id)
     if plan is None:
         raise PlanNotFound(plan_id)
     return [str(plan["agent_id"])]

@@ -93,9 +93,9 @@ def agent_frame(
     """One agent's rows, or those of a sequence of agents (a sweep's one read), optionally only ``columns`` and
     as of table ``version``, as a polars frame sorted by id."""
     if isinstance(agent_id, str):
-        table = store.scan(agent_id, columns=columns, where=where, version=version)
+        table = store.engine.scan(agent_id, columns=columns, where=where, version=version)
     else:
-        table = store.scan_agents(agent_id, columns=columns, where=where, version=version)
+        table = store.engine.scan_agents(agent_id, columns=columns, where=where, version=version)
     df = pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
     return df.sort("id") if "id" in df.columns else df
@@ -159,7 +159,7 @@ class PassCursor:
         its first write (see the module docstring): a run that finds nothing to do writes nothing. A killed run
         to resume, or one of another ``scope`` to close, is started at once, as :meth:`start` does."""
         running = _running_check(sys._getframe(1))
-        saved = store.get_cursor(pass_name, agent_id)
+        saved = store.engine.get_cursor(pass_name, agent_id)
         if saved and not saved.get("done"):
             cursor = cls._start(store, pass_name, agent_id, now, run_id, scope, running)
         else:
@@ -187,12 +187,12 @@ class PassCursor:
         seen, running = self._deferred
         lease = Lease.acquire(self.store, f"{self.pass_name}/{self.agent_id}", running=running)
         try:
-            saved = self.store.get_cursor(self.pass_name, self.agent_id)
+            saved = self.store.engine.get_cursor(self.pass_name, self.agent_id)
             self.stale = saved != seen
             if self.stale:  # rows may have moved under that run: the run starts from the table as it is now
-                version = self.store.memories_version(self.agent_id)
+                version = self.store.engine.memories_version(self.agent_id)
                 self.state["memories_version"] = self.state["started_version"] = version
-            self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+            self.store.engine.set_cursor(self.pass_name, self.agent_id, self.state)
         except BaseException:
             lease.release()
             raise
@@ -210,7 +210,7 @@ class PassCursor:
         run_id: str | None,
         scope: Any,
     ) -> dict[str, Any]:
-        version = store.memories_version(agent_id)  # the agent's shard's table: what ``scan(version=)`` reads
+        version = store.engine.memories_version(agent_id)  # the agent's shard's table: what ``scan(version=)`` reads
         return {
             "scope": scope,
             "run_id": run_id or new_run_id(pass_name),
@@ -236,9 +236,9 @@ class PassCursor:
     ) -> PassCursor:
         lease = Lease.acquire(store, f"{pass_name}/{agent_id}", running=running)
         try:
-            saved = store.get_cursor(pass_name, agent_id)
+            saved = store.engine.get_cursor(pass_name, agent_id)
             if saved and not saved.get("done") and scope is not None and saved.get("scope") != scope:
-                store.set_cursor(pass_name, agent_id, {**saved, "done": True, "abandoned_for": scope})
+                store.engine.set_cursor(pass_name, agent_id, {**saved, "done": True, "abandoned_for": scope})
                 saved = None
         except BaseException:
             lease.release()
@@ -248,7 +248,7 @@ class PassCursor:
             return cls._held(store, pass_name, agent_id, saved, lease)
         state = cls._new_state(store, pass_name, agent_id, now, run_id, scope)
         cursor = cls._held(store, pass_name, agent_id, state, lease)
-        store.set_cursor(pass_name, agent_id, state)
+        store.engine.set_cursor(pass_name, agent_id, state)
         return cursor
 
     @classmethod
@@ -284,25 +284,25 @@ class PassCursor:
         self.begin()
         self.state["after"] = last_id
         self.state["batches"] = int(self.state.get("batches", 0)) + 1
-        self.state["memories_version"] = self.store.memories_version(self.agent_id)
+        self.state["memories_version"] = self.store.engine.memories_version(self.agent_id)
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
         if self.lease is not None:
             self.lease.check()
-        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+        self.store.engine.set_cursor(self.pass_name, self.agent_id, self.state)
 
     def record(self, **counts: int) -> None:
         """Add ``counts`` to the run's totals without moving past any id (a resumed run's recount of what a
         killed attempt wrote), so that a later resume counts only from here."""
         self.begin()
-        self.state["memories_version"] = self.store.memories_version(self.agent_id)
+        self.state["memories_version"] = self.store.engine.memories_version(self.agent_id)
         totals = self.state.setdefault("counts", {})
         for key, value in counts.items():
             totals[key] = int(totals.get(key, 0)) + int(value)
         if self.lease is not None:
             self.lease.check()
-        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+        self.store.engine.set_cursor(self.pass_name, self.agent_id, self.state)
 
     def at_start(self, columns: list[str], where: str | None = None) -> pa.Table | None:
         """On a resumed run, the agent's rows (``columns``) as they were when the run began, so that what the
@@ -313,8 +313,8 @@ class PassCursor:
             return None
         try:
             if not self.agents:
-                return self.store.scan(self.agent_id, columns=columns, where=where, version=version)
-            return self.store.scan_agents(self.agents, columns=columns, where=where, version=version)
+                return self.store.engine.scan(self.agent_id, columns=columns, where=where, version=version)
+            return self.store.engine.scan_agents(self.agents, columns=columns, where=where, version=version)
         except Exception:  # cleaned up by maintenance since: decide from the rows as they are now
             return None
 
@@ -326,7 +326,7 @@ class PassCursor:
             self._deferred = None
             out = {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
             return {**out, "idle": True, "lease_waited_s": 0.0}
-        self.store.set_cursor(self.pass_name, self.agent_id, self.state)
+        self.store.engine.set_cursor(self.pass_name, self.agent_id, self.state)
         out = {k: self.state.get(k) for k in ("run_id", "after", "batches", "resumed", "done")}
         if self.lease is not None:
             self._finalizer.detach()

@@ -66,9 +66,9 @@ class DerivedWrite:
 
 def visible_rows(store: MemoryStore, agent_ids: Sequence[str]) -> dict[str, Rows]:
     """Every visible row of ``agent_ids`` without its vector (one read), by agent, then by kind."""
-    columns = [name for name in store.memory_schema.names if name != "vector"]
+    columns = [name for name in store.engine.memory_schema.names if name != "vector"]
     out: dict[str, Rows] = {agent: {} for agent in agent_ids}
-    for row in store.scan_agents(agent_ids, columns=columns, where=VISIBLE_SQL).to_pylist():
+    for row in store.engine.scan_agents(agent_ids, columns=columns, where=VISIBLE_SQL).to_pylist():
         out.setdefault(row["agent_id"], {}).setdefault(row["kind"], []).append(row)
     return out
 
@@ -87,9 +87,9 @@ def write_derived(
     old as that run, not as the wall clock, or recall's recency would rank it as new at every later time."""
     specs = _free_contents(store, [(p.agent_id, p.kind, sp) for p in plans for sp in p.specs])
     rows, links = [], []
-    vectors = list(store.embed([sp["content"] for _, _, sp in specs])) if specs else []
+    vectors = list(store.engine.embed([sp["content"] for _, _, sp in specs])) if specs else []
     for (agent, kind, sp), vec in zip(specs, vectors, strict=True):
-        row = store.new_row(
+        row = store.engine.new_row(
             agent,
             sp["content"],
             tier="ltm",
@@ -101,7 +101,7 @@ def write_derived(
         )
         row["vector"] = vec.tolist()
         rows.append((row, sp))
-    inserted = set(store.insert_rows([row for row, _ in rows]))
+    inserted = set(store.engine.insert_rows([row for row, _ in rows]))
     for row, sp in rows:
         if row["id"] in inserted:
             links += [
@@ -111,7 +111,7 @@ def write_derived(
             ]  # fmt: skip
     to_embed = [c for p in plans if p.embed_changes for c in p.changes]
     if to_embed:
-        for change, vec in zip(to_embed, store.embed([c["content"] for c in to_embed]), strict=True):
+        for change, vec in zip(to_embed, store.engine.embed([c["content"] for c in to_embed]), strict=True):
             change["vector"] = vec.tolist()
     plan_of = {c["id"]: p for p in plans for c in p.changes}
 
@@ -120,7 +120,7 @@ def write_derived(
         return [c for c in again if c]
 
     changes = [c for p in plans for c in p.changes]
-    result = store.cas_write(changes, recompute=redo, actor=actor, action=action, run_id=run_id)
+    result = store.engine.cas_write(changes, recompute=redo, actor=actor, action=action, run_id=run_id)
     applied, skipped = set(result.applied), set(result.skipped_concurrent_edit)
     out = {}
     for p in plans:
@@ -130,7 +130,7 @@ def write_derived(
         out[p.agent_id] = DerivedWrite(
             created, tuple(i for i in result.applied if i in mine), (*(i for i in skipped if i in mine), *p.gone)
         )
-    store.add_links(links + _missing([link for p in plans for link in p.relinks], store), run_id=run_id)
+    store.engine.add_links(links + _missing([link for p in plans for link in p.relinks], store), run_id=run_id)
     return out
 
 
@@ -138,7 +138,7 @@ def _missing(links: list[Link], store: MemoryStore) -> list[Link]:
     """Of ``links``, those not stored yet (one read), each once."""
     if not links:
         return []
-    have = {(x["src_id"], x["dst_id"], x["rel"]) for x in store.links_of({x["src_id"] for x in links})}
+    have = {(x["src_id"], x["dst_id"], x["rel"]) for x in store.engine.links_of({x["src_id"] for x in links})}
     out = []
     for link in links:
         key = (link["src_id"], link["dst_id"], link["rel"])
@@ -164,7 +164,9 @@ def _free_contents(
     hashes = list(by_hash)
     clash: set[str] = set()
     for where in where_in("content_hash", hashes):
-        clash.update(store.scan_agents(agents, columns=["content_hash"], where=where)["content_hash"].to_pylist())
+        clash.update(
+            store.engine.scan_agents(agents, columns=["content_hash"], where=where)["content_hash"].to_pylist()
+        )
     return [
         (agent, kind, {**sp, "content": f"{sp['content'].rstrip('.')} (consolidated)."} if h in clash else sp)
         for h, (agent, kind, sp) in by_hash.items()

@@ -86,11 +86,11 @@ class Lease:
         pause = _POLL_S[0]
         token = uuid.uuid4().hex
         while True:
-            current = store.lease_holder(key)
+            current = store.engine.lease_holder(key)
             other = json.loads(current) if current else None
             if other is None or _holder_gone(other):
                 mine = _holder_json(token, ttl)
-                if store.swap_lease(key, current, mine):
+                if store.engine.swap_lease(key, current, mine):
                     lease = cls(store, key, mine, ttl, time.monotonic() - start, other)
                     alive = running or _running_check(owner)
                     threading.Thread(target=lease._beat, args=(alive,), name=f"lease {key}", daemon=True).start()
@@ -114,7 +114,7 @@ class Lease:
         self._done = True
         self._wake.set()
         with self._lock:
-            self.store.swap_lease(self.key, self.holder, None)
+            self.store.engine.swap_lease(self.key, self.holder, None)
 
     def abandon(self) -> None:
         """Have the heartbeat give the lease back. Safe in a finalizer: no I/O and no lock here, since garbage
@@ -139,7 +139,7 @@ class Lease:
                 fresh = json.loads(self.holder) | {"expires_at": (utcnow() + self.ttl).isoformat()}
                 text = json.dumps(fresh, sort_keys=True)
                 try:
-                    renewed = self.store.swap_lease(self.key, self.holder, text)
+                    renewed = self.store.engine.swap_lease(self.key, self.holder, text)
                 except Exception:  # the store is unreachable for now: try again at the next beat
                     continue
                 if not renewed:

@@ -121,7 +121,7 @@ def candidates(
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id: str) -> Written:
     """Archive the decided rows at the versions read, each pre-image audited (one compare-and-set)."""
     changes = decided.select("id", "version").with_columns(status=pl.lit("archived"), updated_at=pl.lit(now))
-    result = store.cas_write(changes.to_dicts(), actor=ACTOR, action="archive", run_id=run_id, audit=True)
+    result = store.engine.cas_write(changes.to_dicts(), actor=ACTOR, action="archive", run_id=run_id, audit=True)
     return Written({"archived": result.applied}, missed=result.skipped_concurrent_edit)
 
 

@@ -249,7 +249,7 @@ def _representatives(values: Counter[tuple[str, bool]]) -> dict[tuple[str, bool]
 def existing_index(store: MemoryStore, agent_id: str, kind: str, extractor: Extractor) -> dict[str, Memory]:
     """Visible rows of ``kind`` by belief key: derived rows by ``metadata.belief_key``, others by their one
     claim; also by ``hash:<content_hash>``."""
-    return index_rows(store.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE_SQL}").to_pylist(), extractor)
+    return index_rows(store.engine.scan(agent_id, where=f"kind = '{kind}' AND {VISIBLE_SQL}").to_pylist(), extractor)
 
 
 def index_rows(rows: list[Memory], extractor: Extractor) -> dict[str, Memory]:

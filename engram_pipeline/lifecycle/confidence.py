@@ -222,7 +222,7 @@ def confidence_sweep(
         # A resumed run decides from the rows as the run began (competition is computed once per run from the
         # confidences read at its start): rows its killed attempt already wrote have moved on and are skipped.
         start = cursor.at_start(_COLUMNS, VISIBLE_SQL)
-        frame = start if start is not None else store.scan_agents(agents, columns=_COLUMNS, where=VISIBLE_SQL)
+        frame = start if start is not None else store.engine.scan_agents(agents, columns=_COLUMNS, where=VISIBLE_SQL)
         frame = frame.sort_by("id")
         graph = read["graph"] if not cursor.stale else None  # decided again: the rows moved since that graph
         if graph is None and frame.num_rows > 1:
@@ -275,13 +275,13 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
     cols = ["id", "version", "confidence"]
     plain = decided.filter(~pl.col("archive"))
     gone = decided.filter(pl.col("archive"))
-    kept = store.cas_write(
+    kept = store.engine.cas_write(
         plain.select(cols).with_columns(decayed_at=pl.lit(now)).to_dicts(),
         actor=ACTOR,
         action="decay_confidence",
         run_id=run_id,
     )
-    archived = store.cas_write(
+    archived = store.engine.cas_write(
         gone.select(cols).with_columns(decayed_at=pl.lit(now), status=pl.lit("archived")).to_dicts(),
         actor=ACTOR,
         action="archive",

@@ -147,7 +147,7 @@ def consolidation_sweep(
         if done[name]:
             cursor.begin()
         if not cursor.pending:
-            store.set_cursor(CONSOLIDATE_PASS, key, state)
+            store.engine.set_cursor(CONSOLIDATE_PASS, key, state)
 
     clusters = episode_clusters(store, agents, scope=scope, graph=graph, now=now, since=since)
     if any(c.episodes_scanned for c in clusters.values()):  # new episodes: the stages below are resumable work
@@ -196,7 +196,7 @@ def consolidation_sweep(
         # Each agent's watermark lives in its own cursor row, where its own run keeps it (one commit for all),
         # written before the sweep's cursor finishes: a kill in between resumes and writes them again.
         began = [a for a in agents if clusters[a].episodes_scanned or any(a in done[n] for n in done)]
-        store.set_cursors(
+        store.engine.set_cursors(
             CONSOLIDATE_PASS,
             {a: {"done": True, "watermark": watermark, "scope": scope, "since": since[a], "run_id": run,
                  "now": watermark, "swept_by": key} for a in began},

@@ -242,13 +242,13 @@ def _run_batch(
         chosen: dict[str, str] = {}
         for n, o, _, _ in confirmed:
             chosen.setdefault(o["id"], n["id"])
-        result = mark_superseded_many(store, [(o["id"], n["id"], why) for n, o, _, why in confirmed], **common)
+        result = mark_superseded_many(store.engine, [(o["id"], n["id"], why) for n, o, _, why in confirmed], **common)
         done = set(result.applied)
         hidden.update(done)
         rel, written = "supersedes", [c for c in confirmed if c[1]["id"] in done and chosen[c[1]["id"]] == c[0]["id"]]
     else:
         result = mark_contradicted_many(
-            store, [(x["id"], y["id"], why) for n, o, _, why in confirmed for x, y in ((n, o), (o, n))], **common
+            store.engine, [(x["id"], y["id"], why) for n, o, _, why in confirmed for x, y in ((n, o), (o, n))], **common
         )
         done = set(result.applied) | set(result.unchanged)
         rel, written = "contradicts", [c for c in confirmed if c[0]["id"] in done and c[1]["id"] in done]
@@ -288,7 +288,7 @@ def _add_links(
         for n, o, score, _ in pairs
         if frozenset((n["id"], o["id"])) not in linked
     ]
-    store.add_links(links, run_id=cursor.run_id)
+    store.engine.add_links(links, run_id=cursor.run_id)
     linked.update(frozenset((link["src_id"], link["dst_id"])) for link in links)
 
 
@@ -346,7 +346,7 @@ def _flagged(a: Memory, b: Memory) -> bool:
 
 
 def _linked_pairs(store: MemoryStore, agent_id: str | Sequence[str]) -> set[frozenset[str]]:
-    links = store.links_for_agent(agent_id)
+    links = store.engine.links_for_agent(agent_id)
     return {
         frozenset((s, d))
         for s, d, rel in zip(

@@ -15,7 +15,7 @@ Two steps, so that a person can review what will be hidden before it is:
    newest on ties, then the lowest id. A member must also be of the same kind and not pinned; episodes are
    never merged (two similar episodes are two occurrences, the evidence consolidation counts). The plan
    (the judge's name; per cluster: canonical id, content and version; members with id, content, similarity,
-   the judge's reason and version) is stored with ``store.save_plan``; memories are not touched.
+   the judge's reason and version) is stored with ``store.engine.save_plan``; memories are not touched.
 2. :func:`apply_corpus_merge` **applies exactly a stored plan**. A canonical or member whose version moved
    since the plan is skipped and counted in ``skipped_concurrent_edit`` (the review was of that version, so
    nothing is recomputed); a skipped canonical skips its whole cluster. The canonical takes the union of its
@@ -188,15 +188,15 @@ def _plan_sweep(
                 new[agent] = {**body, "clusters": clusters}
         return kept, new
 
-    pending = store.plans_of_agents(agents, status="pending")
+    pending = store.engine.plans_of_agents(agents, status="pending")
     kept, new = decide(pending)
     if new:
         cursor.begin()
         if cursor.stale:  # another run stored plans since the read: decide against what it left
-            pending = store.plans_of_agents(agents, status="pending")
+            pending = store.engine.plans_of_agents(agents, status="pending")
             kept, new = decide(pending)
     run_of = {p["plan_id"]: p["run_id"] for plans in pending.values() for p in plans}
-    saved = store.save_plans(new, run_id=cursor.run_id)
+    saved = store.engine.save_plans(new, run_id=cursor.run_id)
     plan_ids = {**kept, **saved}
     expired = expire_superseded(store, plan_ids, pending, run_id=cursor.run_id, before_write=cursor.begin)
     ours = {a for a, p in kept.items() if run_of.get(p) == cursor.run_id}  # stored by a killed attempt of this run
@@ -374,13 +374,13 @@ def apply_corpus_merge(
     rejected = rejected_numbers(plan, reject)
     if plan["status"] == "applied":
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
-    saved = store.get_cursor(APPLY_PASS, agent_id) or {}
+    saved = store.engine.get_cursor(APPLY_PASS, agent_id) or {}
     if run_id is None and saved.get("done") and saved.get("scope") == {"plan_id": plan_id}:
         # killed after finishing its cursor, before marking the plan applied: the same run, with its id
         run_id, now = saved["run_id"], datetime.fromisoformat(saved["now"])
     cursor = PassCursor.start(store, APPLY_PASS, agent_id, now=now, run_id=run_id, scope={"plan_id": plan_id})
     cursor.state["plan_id"] = plan_id
-    fresh = store.get_plan(plan_id)  # a run we waited for may have applied it meanwhile
+    fresh = store.engine.get_plan(plan_id)  # a run we waited for may have applied it meanwhile
     if fresh is not None and fresh["status"] == "applied":
         cursor.finish(abandoned_for={"already_applied": plan_id})
         return CorpusMergeReport(0, 0, 0, 0, {"plan_id": plan_id, "already_applied": True}, False, (), plan_id)
@@ -406,7 +406,7 @@ def apply_corpus_merge(
         plan_id=plan_id,
         rejected=rejected,
     )
-    store.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
+    store.engine.mark_plan_applied(plan_id, {k: v for k, v in dataclasses.asdict(report).items() if k != "per_cluster"})
     return report
 
 
@@ -419,7 +419,7 @@ def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None)
         plan = plan_of(store, agent_id, plan_id)
         refuse_closed(plan)
         return plan
-    pending = store.plans_of(agent_id, status="pending")
+    pending = store.engine.plans_of(agent_id, status="pending")
     if len(pending) > 1:
         listed = ", ".join(f"{p['plan_id']} ({len(p['body'].get('clusters', []))} clusters)" for p in pending)
         raise InvalidInput(
@@ -430,7 +430,7 @@ def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None)
         return None
     # The only pending plan may have expired the one that was reviewed: which it was is the caller's to say.
     newest = str(pending[0]["plan_id"])
-    replaced = [p["plan_id"] for p in store.plans_of(agent_id, status="expired") if expired_by(p) == newest]
+    replaced = [p["plan_id"] for p in store.engine.plans_of(agent_id, status="expired") if expired_by(p) == newest]
     if replaced:
         raise InvalidInput(
             f"agent {agent_id!r} has one pending corpus-merge plan, {newest}, made after {', '.join(replaced)} "
@@ -500,7 +500,7 @@ def _apply_batch(store: MemoryStore, clusters: list[dict[str, Any]], plan_id: st
         )
         ready.append((canon["id"], members))
     # No recompute: a row that moved since the plan is skipped, never re-judged behind the reviewer's back.
-    canon_result = store.cas_write(
+    canon_result = store.engine.cas_write(
         canon_changes, actor=ACTOR, action="merge_canonical", run_id=cursor.run_id, audit=True
     )
     written = set(canon_result.applied) | earlier
@@ -530,7 +530,7 @@ def _apply_batch(store: MemoryStore, clusters: list[dict[str, Any]], plan_id: st
                 }
             )
             planned[m["id"]] = (canon_id, m)
-    result = store.cas_write(member_changes, actor=ACTOR, action="merge", run_id=cursor.run_id, audit=True)
+    result = store.engine.cas_write(member_changes, actor=ACTOR, action="merge", run_id=cursor.run_id, audit=True)
     done.extend(planned[m_id] for m_id in result.applied)
     for m_id in result.skipped_concurrent_edit:
         outcome[m_id] = "skipped_concurrent_edit"
@@ -540,7 +540,7 @@ def _apply_batch(store: MemoryStore, clusters: list[dict[str, Any]], plan_id: st
         {"agent_id": cursor.agent_id, "src_id": m["id"], "dst_id": c, "rel": "duplicate-of", "score": m["similarity"]}
         for c, m in done
     ]
-    store.add_links(links, run_id=cursor.run_id, keyed=True)
+    store.engine.add_links(links, run_id=cursor.run_id, keyed=True)
     return BatchResult(_totals(clusters, outcome), outcome)
 
 

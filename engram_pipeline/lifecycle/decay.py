@@ -174,7 +174,7 @@ def decay_sweep(
         return {}
     settings = store.settings
     key, scope = sweep_key(agents, settings.shards)
-    folded = store.fold_access(agents)  # importance reads the access signals: fold the logged reads in first
+    folded = store.engine.fold_access(agents)  # importance reads the access signals: fold the logged reads in first
     cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now, run_id = cursor.now, cursor.run_id
     held = holders(store, agents)
@@ -201,14 +201,14 @@ def decay_sweep(
 def _commit(store: MemoryStore, decided: pl.DataFrame, *, run_id: str) -> Written:
     """Prune (audited) and re-score the decided rows at the versions read: two compare-and-set commits."""
     prunes = decided.filter(pl.col("action") == "prune")
-    gone = store.cas_delete(
+    gone = store.engine.cas_delete(
         dict(zip(prunes["id"].to_list(), prunes["version"].to_list(), strict=True)),
         actor=ACTOR,
         action="prune",
         run_id=run_id,
     )
     updates = decided.filter(pl.col("action") == "update")
-    written = store.cas_write(updates.select(WRITTEN).to_dicts(), actor=ACTOR, action="decay", run_id=run_id)
+    written = store.engine.cas_write(updates.select(WRITTEN).to_dicts(), actor=ACTOR, action="decay", run_id=run_id)
     applied = set(written.applied)
     stale = [i for i in updates.filter(pl.col("became_stale"))["id"].to_list() if i in applied]
     return Written(
@@ -229,7 +229,7 @@ def _unrecorded_counts(
     rows they pruned (gone, with this run's prune event) and rows they re-scored (their ``importance_factors``
     were scored at the run's ``now``), so that the resumed run reports the whole run."""
     gone = sorted(set(before["id"].to_list()) - set(after["id"].to_list()))
-    audited = store.audited(gone, action="prune", run_id=run_id) if gone else set()
+    audited = store.engine.audited(gone, action="prune", run_id=run_id) if gone else set()
     pruned = before.filter(pl.col("id").is_in(list(audited)))
     scored_at = pl.col("importance_factors").str.json_path_match("$.scored_at")
     was = before.select("id", pl.col("status").alias("was"), scored_at.alias("was_at"))

@@ -74,7 +74,7 @@ def last_watermarks(store: MemoryStore, agent_ids: Sequence[str]) -> dict[str, s
 
     The watermark lives in the agent's own cursor row (``consolidate/<agent>``), whether a run for that agent
     alone or a sweep over its shard wrote it, so switching between the two loses nothing."""
-    saved = store.get_cursors(CONSOLIDATE_PASS, agent_ids)
+    saved = store.engine.get_cursors(CONSOLIDATE_PASS, agent_ids)
     out: dict[str, str | None] = {}
     for agent in agent_ids:
         mine = saved.get(agent, {})
@@ -90,10 +90,10 @@ def record_watermark(store: MemoryStore, agent_id: str, clusters: EpisodeCluster
     """
     if clusters.scope != "recent" or not clusters.episodes_scanned:
         return  # no new episode: the last watermark still says where the next run starts (nothing to write)
-    saved = store.get_cursor(CONSOLIDATE_PASS, agent_id) or {}
+    saved = store.engine.get_cursor(CONSOLIDATE_PASS, agent_id) or {}
     if saved and not saved.get("done"):
         return  # a consolidate() run is in flight; it records its own watermark
-    store.set_cursor(
+    store.engine.set_cursor(
         CONSOLIDATE_PASS, agent_id, {**saved, "done": True, "watermark": clusters.watermark, "scope": clusters.scope}
     )
 
@@ -141,7 +141,7 @@ def episode_clusters(
         since = {**last_watermarks(store, agents), **(since or {})}
     columns = ["id", "agent_id", "created_at"] + (["vector"] if graph is None else [])
     where = f"kind = 'episodic' AND {VISIBLE_SQL} AND vector IS NOT NULL"
-    episodes = store.scan_agents(agents, columns=columns, where=where)
+    episodes = store.engine.scan_agents(agents, columns=columns, where=where)
     rows: dict[str, list[int]] = {agent: [] for agent in agents}
     for n, agent in enumerate(episodes["agent_id"].to_pylist()):
         rows[agent].append(n)

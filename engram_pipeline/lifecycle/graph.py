@@ -67,9 +67,9 @@ def agent_graph(
     where = "vector IS NOT NULL" + ("" if include_hidden else f" AND {VISIBLE_SQL}")
     dim = store.embedder.dimension
     if isinstance(agent_id, str):
-        table = store.scan(agent_id, columns=["id", "vector"], where=where, version=version)
+        table = store.engine.scan(agent_id, columns=["id", "vector"], where=where, version=version)
         return _graph(table, dim, floor)
-    table = store.scan_agents(agent_id, columns=["id", "agent_id", "vector"], where=where, version=version)
+    table = store.engine.scan_agents(agent_id, columns=["id", "agent_id", "vector"], where=where, version=version)
     if table.num_rows < 2:
         return PAIRS_SCHEMA.empty_table()
     owner = table["agent_id"].combine_chunks().dictionary_encode()

@@ -116,14 +116,14 @@ def health_sweep(
     if not agents:
         return {}
     now = now or utcnow()
-    rows = store.scan_agents(agents, columns=["agent_id", *_COLUMNS])
-    rows = overlay_pending(rows, store.pending_access(agents))  # read-only
+    rows = store.engine.scan_agents(agents, columns=["agent_id", *_COLUMNS])
+    rows = overlay_pending(rows, store.engine.pending_access(agents))  # read-only
     parts = _by_agent(rows, agents)
     visible = {agent: _visible(table) for agent, table in parts.items()}
     visible_ids = {agent: set(vis["id"].to_pylist()) for agent, (vis, _, _) in visible.items()}
-    plans = store.latest_plans(agents)
+    plans = store.engine.latest_plans(agents)
     duplicates = _duplicate_rows(store, visible_ids, plans, graph)
-    contradictions = _active_contradictions(store.links_for_agent(agents), visible_ids)
+    contradictions = _active_contradictions(store.engine.links_for_agent(agents), visible_ids)
     upcoming = candidates(store, agents, now=now)
     next_archive = {(a, r): n for a, r, n in upcoming.group_by("agent_id", "reason").len().iter_rows() if a is not None}
     threshold = store.settings.noise_threshold
@@ -289,7 +289,7 @@ def agent_confidences(store: MemoryStore, agent_id: str) -> np.ndarray:
     """Confidences of the agent's visible rows (for the histogram)."""
     from engram_pipeline.visibility import VISIBLE_SQL
 
-    table = store.scan(agent_id, columns=["confidence"], where=VISIBLE_SQL)
+    table = store.engine.scan(agent_id, columns=["confidence"], where=VISIBLE_SQL)
     return confidences(table["confidence"])
 
 

@@ -54,7 +54,7 @@ class DiscardReport:
 
 def plan_of(store: MemoryStore, agent_id: str, plan_id: str) -> dict[str, Any]:
     """The plan ``plan_id``, which must exist and be ``agent_id``'s."""
-    plan = store.get_plan(plan_id)
+    plan = store.engine.get_plan(plan_id)
     if plan is None:
         raise PlanNotFound(plan_id)
     if plan["agent_id"] != agent_id:
@@ -118,12 +118,12 @@ def record_rejections(
             }
             for r in rows
         ]
-    store.record_audit(events, actor=actor, run_id=run_id)
+    store.engine.record_audit(events, actor=actor, run_id=run_id)
 
 
 def _rejection_notes(store: MemoryStore, agent_id: str | Sequence[str]) -> list[dict[str, Any]]:
     """Every rejection of the agent's clusters (or of a sequence of agents': a sweep), once per cluster."""
-    table = store.audit_for_agent(agent_id, actions=[REJECT_ACTION])
+    table = store.engine.audit_for_agent(agent_id, actions=[REJECT_ACTION])
     return [json.loads(note) for note in sorted(set(table["after"].to_pylist()) - {None})]
 
 
@@ -148,7 +148,7 @@ def _clique(ids: list[str]) -> Iterable[frozenset[str]]:
 
 def apply_in_progress(store: MemoryStore, agent_id: str, plan_id: str) -> bool:
     """Whether an apply of ``plan_id`` started and has not finished (killed): it resumes, so the plan stays."""
-    return _applying(store.get_cursor(APPLY_PASS, agent_id), plan_id)
+    return _applying(store.engine.get_cursor(APPLY_PASS, agent_id), plan_id)
 
 
 def _applying(saved: dict[str, Any] | None, plan_id: str) -> bool:
@@ -183,7 +183,7 @@ def expire_superseded(
     older = {a: plans for a, plans in older.items() if plans}
     if not older:
         return {}
-    applying = store.get_cursors(APPLY_PASS, list(older))
+    applying = store.engine.get_cursors(APPLY_PASS, list(older))
     at = utcnow().isoformat()
     closing = [
         (agent, str(p["plan_id"]), {"expired_by": newest[agent], "expired_at": at, "run_id": run_id})
@@ -194,7 +194,7 @@ def expire_superseded(
     if not closing:
         return {}
     before_write()
-    closed = store.close_plans(closing, "expired")
+    closed = store.engine.close_plans(closing, "expired")
     out: dict[str, tuple[str, ...]] = {}
     for agent, plan_id, _ in closing:
         if plan_id in closed:
@@ -206,7 +206,7 @@ def expired_in_run(store: MemoryStore, newest: Mapping[str, str], run_id: str) -
     """The plans each agent's ``newest`` plan expired in run ``run_id`` (oldest first): what a resumed run
     reports, its killed attempts' expiries included."""
     out: dict[str, tuple[str, ...]] = {}
-    for agent, plans in store.plans_of_agents(list(newest), status="expired").items():
+    for agent, plans in store.engine.plans_of_agents(list(newest), status="expired").items():
         ids = [p["plan_id"] for p in plans if expired_by(p) == newest[agent] and p["result"].get("run_id") == run_id]
         if ids:
             out[agent] = tuple(map(str, ids))
@@ -232,9 +232,9 @@ def discard_plan(store: MemoryStore, agent_id: str, plan_id: str, *, actor: str 
             "what should not have been merged"
         )
     note = {"discarded_by": actor, "discarded_at": utcnow().isoformat()}
-    if plan["status"] == "pending" and store.close_plan(plan_id, "discarded", note):
+    if plan["status"] == "pending" and store.engine.close_plan(plan_id, "discarded", note):
         return DiscardReport(plan_id, agent_id, "discarded", clusters, True)
-    now = store.get_plan(plan_id)
+    now = store.engine.get_plan(plan_id)
     assert now is not None
     if now["status"] == "applied":  # applied between our read and our compare-and-set
         raise InvalidInput(f"plan {plan_id} was applied meanwhile: restore brings back a merged memory")

@@ -116,7 +116,7 @@ def promotion_sweep(
         return {}
     settings = store.settings
     key, scope = sweep_key(agents, settings.shards)
-    folded = store.fold_access(agents)  # access counts decide promotion: fold the logged reads in first
+    folded = store.engine.fold_access(agents)  # access counts decide promotion: fold the logged reads in first
     cursor = PassCursor.deferred(store, PASS_NAME, key, now=now, run_id=run_id, scope=scope, agents=agents)
     now, run_id = cursor.now, cursor.run_id
     # A resumed run looks for LTM duplicates among the rows that were LTM when the run began, as its first
@@ -253,7 +253,7 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
     ``skipped``; so is a collapsed row (it is not promoted)."""
     action = pl.col("action")
     promote = decided.filter(action == "promote")
-    promoted = store.cas_write(
+    promoted = store.engine.cas_write(
         promote.select("id", "version", "importance", "importance_factors")
         .with_columns(tier=pl.lit("ltm"), expires_at=pl.lit(None))
         .to_dicts(),
@@ -262,7 +262,7 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
         run_id=run_id,
     )
     collapse = decided.filter(action == "collapse")
-    collapsed = store.cas_write(
+    collapsed = store.engine.cas_write(
         [_collapse(r, now) for r in collapse.iter_rows(named=True)],
         actor=ACTOR,
         action="supersede",
@@ -270,7 +270,7 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
         audit=True,
     )
     relinked = set(collapsed.applied) | set(decided.filter(action == "relink")["id"].to_list())
-    store.add_links(
+    store.engine.add_links(
         [
             {"agent_id": r["agent_id"], "src_id": r["id"], "dst_id": r["duplicate_of"] or r["superseded_by"],
              "rel": "duplicate-of", "score": r["duplicate_score"] or _collapse_score(r)}
@@ -280,7 +280,7 @@ def _commit(store: MemoryStore, decided: pl.DataFrame, *, now: datetime, run_id:
         keyed=True,
     )  # fmt: skip
     expire = decided.filter(action == "expire")
-    expired = store.cas_delete(
+    expired = store.engine.cas_delete(
         dict(zip(expire["id"].to_list(), expire["version"].to_list(), strict=True)),
         actor=EXPIRY_ACTOR,
         action="prune",
@@ -342,7 +342,7 @@ def _unrecorded_counts(
     reads, and rows they collapsed count as skipped, so that the resumed run reports the whole run."""
     stm = before.filter(pl.col("tier") == "stm")
     gone = sorted(set(stm["id"].to_list()) - set(after["id"].to_list()))
-    audited = store.audited(gone, action="prune", run_id=run_id) if gone else set()
+    audited = store.engine.audited(gone, action="prune", run_id=run_id) if gone else set()
     expired = stm.filter(pl.col("id").is_in(list(audited)))
     tier_now = after.select("id", pl.col("tier").alias("tier_now"))
     promoted = stm.join(tier_now, on="id").filter(pl.col("tier_now") == "ltm").drop("tier_now")

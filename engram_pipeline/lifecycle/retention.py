@@ -140,9 +140,9 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
     columns = ["id", "status", "superseded_by", "source"]
     read = [*columns, "pinned", "importance_factors"] if policy == SIGNAL else columns
     if isinstance(agent_id, str):
-        table = store.scan(agent_id, columns=read)
+        table = store.engine.scan(agent_id, columns=read)
     else:
-        table = store.scan_agents(agent_id, columns=read)
+        table = store.engine.scan_agents(agent_id, columns=read)
     rows = table.select(columns).to_pylist()
     present = {r["id"] for r in rows}
     derived = {r["id"] for r in rows if r["source"] == "derived"}
@@ -152,7 +152,7 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
     for r in rows:
         if r["superseded_by"] is not None and r["superseded_by"] in present and r["superseded_by"] != r["id"]:
             merged.setdefault(r["id"], set()).add(r["superseded_by"])
-    links = store.links_for_agent(agent_id)
+    links = store.engine.links_for_agent(agent_id)
     for src, dst, rel in zip(
         links["src_id"].to_pylist(), links["dst_id"].to_pylist(), links["rel"].to_pylist(), strict=True
     ):
@@ -168,7 +168,7 @@ def holders(store: MemoryStore, agent_id: str | Sequence[str], *, policy: str | 
             absorbed.setdefault(dst, set()).add(src)
     noise: frozenset[str] = frozenset()
     if policy == SIGNAL:
-        restored = store.audit_for_agent(agent_id, actions=["restore"], columns=["memory_id"])["memory_id"]
+        restored = store.engine.audit_for_agent(agent_id, actions=["restore"], columns=["memory_id"])["memory_id"]
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
         info = pl.col("importance_factors").str.json_path_match("$.information").cast(pl.Float64)
@@ -197,7 +197,7 @@ def forgettable(store: MemoryStore, agent_id: str | Sequence[str], *, now: datet
     rows = rows.filter(pl.col("id").is_in(list(held.noise)))
     if rows.height:
         agents = [agent_id] if isinstance(agent_id, str) else list(agent_id)
-        read = pl.from_arrow(overlay_pending(rows.to_arrow(), store.pending_access(agents)))
+        read = pl.from_arrow(overlay_pending(rows.to_arrow(), store.engine.pending_access(agents)))
         assert isinstance(read, pl.DataFrame)
         rows = read
     keep = [held.forgets(r, cutoff=cutoff) for r in rows.iter_rows(named=True)]

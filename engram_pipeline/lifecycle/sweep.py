@@ -23,7 +23,7 @@ are the pipeline's other stages.
 >>> report = sweep(store, "ltm_decay", ["alice", "bob"])
 >>> sorted(report.agents), report.totals()["processed"]
 (['alice', 'bob'], 2)
->>> store.agents_in_shard(0)
+>>> store.engine.agents_in_shard(0)
 ['alice', 'bob']
 """
 

@@ -5,7 +5,6 @@ from engram_pipeline.store.lancedb_import import import_lancedb
 import_lancedb()  # first, before a module below imports lancedb: see lancedb_import
 
 # ruff: noqa: E402
-from engram_pipeline.store.core import MemoryStore
 from engram_pipeline.store.errors import (
     EmbedderMismatch,
     InvalidInput,
@@ -22,6 +21,7 @@ from engram_pipeline.store.errors import (
     UnknownAgent,
     VersionConflict,
 )
+from engram_pipeline.store.memory_store import MemoryStore
 from engram_pipeline.store.results import CasResult, RememberResult
 
 __all__ = [

@@ -44,7 +44,7 @@ from engram_pipeline.store.write_path import (
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import MemoryStore
+    from engram_pipeline.store.core import ShardedEngine
 
 _CHUNK = 1024  # rows per block of the within-batch product (bounds its memory for a large single agent)
 
@@ -60,7 +60,7 @@ class BulkWrite:
 
 
 def write_checked(
-    store: MemoryStore,
+    store: ShardedEngine,
     rows: Sequence[Memory],
     *,
     checked_at: Mapping[int, int],
@@ -174,7 +174,7 @@ class _Pools:
 
 
 def _stored_near(
-    store: MemoryStore, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
+    store: ShardedEngine, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
 ) -> dict[int, list[Memory]]:
     """The store's nearest visible rows of each row ``rows[i]`` of ``todo`` (``unit``: the rows' vectors at unit
     length) at cosine ``near`` or above (the candidates
@@ -233,7 +233,7 @@ def _stored_near(
 
 
 def _whole(
-    store: MemoryStore, merges: list[tuple[Memory, Memory, float]]
+    store: ShardedEngine, merges: list[tuple[Memory, Memory, float]]
 ) -> tuple[list[tuple[Memory, Memory, float]], list[Memory]]:
     """``merges`` with each existing row that was read with the :data:`.write_cache.CHECKED` columns only read
     whole (a collapse writes from the whole row), as ``remember``'s collapse reads it; and apart, the new

@@ -1,9 +1,13 @@
-"""``MemoryStore``: the memory tables on LanceDB, and the verbs agents and passes use on them.
+"""``ShardedEngine``: the memory tables on LanceDB, their shards and side tables, and every verb on them.
+
+The engine is the passes' typed interface (scans, compare-and-set batches, cursors, leases, audit, plans,
+links, the side-table fan-out); the public store, :class:`~engram_pipeline.store.memory_store.MemoryStore`, is
+the agent's verbs over one engine (``store.engine``).
 
 >>> from engram_pipeline.settings import Settings
->>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
->>> r = store.remember("alice", "User prefers dark mode")
->>> r.outcome, store.get(r.memory["id"])["version"]
+>>> engine = ShardedEngine.open("memory://", settings=Settings().replace(embedder="hashing"))
+>>> r = engine.remember("alice", "User prefers dark mode")
+>>> r.outcome, engine.get(r.memory["id"])["version"]
 ('created', 1)
 """
 
@@ -55,10 +59,10 @@ from engram_pipeline.store.validation import check_vector
 from engram_pipeline.store.write_cache import WriteCache
 
 
-class MemoryStore:
-    """The memory store. Open it with :meth:`open`; every write is a compare-and-set on ``version``.
+class ShardedEngine:
+    """The store's engine. Open it with :meth:`open`; every write is a compare-and-set on ``version``.
 
-    The store is :attr:`shard_count` shards (``ENGRAM_SHARDS``, recorded in ``meta`` when the store is made):
+    The engine is :attr:`shard_count` shards (``ENGRAM_SHARDS``, recorded in ``meta`` when the store is made):
     each agent's rows live in the tables of shard :meth:`shard_of` ``(agent_id)``, a
     :class:`~engram_pipeline.store.shards.Shard` holding ``memories`` and one collaborator per side table
     (``audit``: :class:`~engram_pipeline.store.audit.AuditLog`, ``links``, ``plans``, ``cursors``,
@@ -100,7 +104,7 @@ class MemoryStore:
         storage_options: dict[str, str] | None = None,
         create: bool = True,
         migrating: bool = False,
-    ) -> MemoryStore:
+    ) -> ShardedEngine:
         """Open (or create) the store at a LanceDB ``uri``: a directory, ``memory://``, ``s3://...``, ...
 
         ``uri`` defaults to ``settings.resolved_db_uri``; a local path is made absolute. ``storage_options``
@@ -821,7 +825,7 @@ class MemoryStore:
         return parts[0] if len(parts) == 1 else pl.concat(parts).sort("id", "version")
 
 
-__all__ = ["AccessFold", "MemoryStore", "RememberResult", "STATUSES"]
+__all__ = ["AccessFold", "RememberResult", "STATUSES", "ShardedEngine"]
 
 
 def _insert_new_hashes(memories: Any, rows: pa.Table) -> Any:

@@ -1,6 +1,6 @@
 """Edits of single memories: versioned update, delete, restore from the audit pre-image, access bookkeeping.
 
-Verbs of :class:`~engram_pipeline.store.core.MemoryStore` (bound there), each a function of the store; every
+Verbs of :class:`~engram_pipeline.store.core.ShardedEngine` (bound there), each a function of the store; every
 write goes through the compare-and-set. They call :func:`~engram_pipeline.store.cas.cas_write` itself, not the
 store's overridable method: a subclass that hooks its passes' ``cas_write`` (as tests do, to stage a
 concurrent edit) must not re-enter through ``update``.
@@ -204,7 +204,7 @@ def _insert_back(store: Engine, image: Memory, action: str) -> None:
     nothing and hears :class:`NothingToRestore`. One row per content as for any write (exact dedup): a row
     holding the content again (remembered after the delete) refuses the restore with
     :class:`RestoreDuplicate`; one committed by a writer racing the insert is settled after it as racing
-    writers are (the row committed first stays: :meth:`MemoryStore._drop_lost_races`, which withdraws
+    writers are (the row committed first stays: :meth:`ShardedEngine._drop_lost_races`, which withdraws
     this row, audited, when it came second).
     """
     memory_id, agent_id, digest = image["id"], image["agent_id"], image["content_hash"]

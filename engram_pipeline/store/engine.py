@@ -1,11 +1,11 @@
-"""What the store's collaborators need of it: the typed internal interface of :class:`~.core.MemoryStore`.
+"""What the store's collaborators need of it: the typed internal interface of :class:`~.core.ShardedEngine`.
 
 The modules that carry out the store's verbs (compare-and-set, edits, recall, the write path and its checks,
 marks, the access-log fold, maintenance, self-compaction) take an :class:`Engine`, not the class that composes
 them, so none of them imports :mod:`.core`, and the store's import graph has no circle, type-only imports
-included (the ``acyclic`` contract in ``pyproject.toml``). ``MemoryStore`` is the one engine; mypy checks that
+included (the ``acyclic`` contract in ``pyproject.toml``). ``ShardedEngine`` is the one engine; mypy checks that
 it satisfies this protocol wherever it hands itself to a collaborator. A member is here because a
-collaborator uses it: the public verbs beside them are on ``MemoryStore`` (``docs/library.md``).
+collaborator uses it: the public verbs are :class:`~.memory_store.MemoryStore`'s (``docs/library.md``).
 """
 
 from __future__ import annotations

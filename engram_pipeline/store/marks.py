@@ -3,7 +3,7 @@
 One module for both writers of these marks, the write path (a new row against its stored neighbours,
 :func:`apply_contradictions`) and the contradiction pass (:mod:`engram_pipeline.lifecycle.contradictions`,
 through :func:`mark_contradicted_many` and :func:`mark_superseded_many`). Every mark is one compare-and-set
-batch (:meth:`~engram_pipeline.store.core.MemoryStore.cas_write`); a supersession is audited with the row's
+batch (:meth:`~engram_pipeline.store.core.ShardedEngine.cas_write`); a supersession is audited with the row's
 pre-image, so ``restore`` brings the row back.
 """
 

@@ -51,7 +51,7 @@ from lancedb.index import BTree
 
 from engram_pipeline.embed import Embedder
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.core import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 from engram_pipeline.store.cursors import lease_agent
 from engram_pipeline.store.errors import InvalidInput, StoreError
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
@@ -85,7 +85,7 @@ def migrate(
     (tests kill the run there)."""
     if shards < 1:
         raise InvalidInput(f"a store has at least one shard, not {shards}")
-    store = MemoryStore.open(
+    store = ShardedEngine.open(
         uri, settings=settings, embedder=embedder, storage_options=storage_options, create=False, migrating=True
     )
     meta = read_meta(store.meta)

@@ -13,7 +13,7 @@ are computed for all pairs at once), with the same answers as asking pair after 
 >>> store = MemoryStore.open("memory://", settings=Settings().replace(embedder="hashing"))
 >>> row = {"content": "User lives in Munich", "kind": "semantic"}
 >>> old = {"content": "User lives in Berlin", "kind": "semantic", "_similarity": 0.8}
->>> same, found = decide_many(store, [(row, [old])])[0]
+>>> same, found = decide_many(store.engine, [(row, [old])])[0]
 >>> same is None, [hit.rule for _, hit in found]
 (True, ['value_swap'])
 """

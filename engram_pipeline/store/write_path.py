@@ -330,7 +330,7 @@ def append_new(
     ``k``'s table, in one commit per shard; returns the rows that stay, by id, each as a read of the table
     returns it (with ``whole``; else None).
 
-    An append, not the ``merge_insert`` on ``content_hash`` of :meth:`MemoryStore.insert_rows` (a join
+    An append, not the ``merge_insert`` on ``content_hash`` of :meth:`ShardedEngine.insert_rows` (a join
     against the whole table, twice the time). A racing writer's row of the same content is caught after the
     fact, as ``insert_rows`` must anyway (lancedb does not detect racing inserts of one key): the row
     committed first stays, a later one is deleted, audited. When the append's commit is ``checked_at + 1``
@@ -543,7 +543,7 @@ def _score(neighbour: Memory) -> float:
 
 def rows_by_id(store: Engine, rows: Sequence[Memory], *, as_get: bool = False) -> dict[str, Memory]:
     """The whole stored rows of the ids of ``rows`` (each with ``agent_id``), by id: one read per shard, in
-    one trip; ``as_get`` counts the reads logged but not yet folded, as :meth:`MemoryStore.get` does."""
+    one trip; ``as_get`` counts the reads logged but not yet folded, as :meth:`ShardedEngine.get` does."""
     ids = {k: list(dict.fromkeys(r["id"] for r in group)) for k, group in store._group(rows).items()}
     return {r["id"]: r for r in _whole_rows(store, ids, as_get=as_get)}
 
@@ -553,7 +553,7 @@ def _whole_rows(store: Engine, ids: Mapping[int, Sequence[str]], *, as_get: bool
     (``get_many`` looks the ids up shard after shard, not knowing where they are; the synchronous query it
     used to run was several trips, each a hand-off between threads that the writers waiting on a batch make
     slower); ``as_get`` counts the reads logged but not yet folded, as
-    :meth:`MemoryStore.get` does."""
+    :meth:`ShardedEngine.get` does."""
     chunks = [(k, where) for k, group in ids.items() for where in where_in("id", group)]
     if not chunks:
         return []

@@ -38,9 +38,9 @@ def near_duplicate(
     w = np.random.default_rng(seed).normal(size=base.shape)
     w -= (w @ base) * base
     vec = cosine * base + np.sqrt(max(0.0, 1 - cosine**2)) * w / np.linalg.norm(w)
-    row = store.new_row(agent, content, importance=importance)
+    row = store.engine.new_row(agent, content, importance=importance)
     row["vector"] = [float(x) for x in vec]
-    assert store.insert_rows([row]) == [row["id"]]
+    assert store.engine.insert_rows([row]) == [row["id"]]
     return str(row["id"])
 
 
@@ -84,7 +84,7 @@ def merged_as_reviewed(store, ids: dict[str, str]) -> bool:  # type: ignore[no-u
         rows[ids["member"]]["superseded_by"] == ids["canonical"]
         and rows[ids["late"]]["status"] == "active"
         and rows[ids["late"]]["version"] == 1
-        and store.get_plan(ids["reviewed"])["status"] == "applied"
+        and store.engine.get_plan(ids["reviewed"])["status"] == "applied"
     )
 
 

@@ -118,7 +118,7 @@ def lifecycle(uri: str, spec_path: str, out_path: str) -> None:
             plan = consolidate_corpus(store, agent, dry_run=True)
             time.sleep(0.3)  # the review window: clients keep editing planned rows
             applied = apply_corpus_merge(store, agent, plan.plan_id)
-            body = store.get_plan(plan.plan_id)["body"] if plan.plan_id else {"clusters": []}
+            body = store.engine.get_plan(plan.plan_id)["body"] if plan.plan_id else {"clusters": []}
             members = {m["id"]: c["canonical"]["id"] for c in body["clusters"] for m in c["members"]}
             rows = {r["id"]: r for r in store.get_many(list(members))} if members else {}
             merged_now = [i for i, canon in members.items() if rows.get(i, {}).get("superseded_by") == canon]

@@ -11,18 +11,18 @@ def test_deferred_flush_logs_every_read_in_one_append(store: MemoryStore) -> Non
     b = store.remember("alice", "User drinks green tea").memory
     recorder = AccessRecorder(store, interval_s=60)  # long interval: only stop() flushes
     recorder.start()
-    log_versions = len(store.access_log.table.list_versions())
+    log_versions = len(store.engine.access_log.table.list_versions())
     for _ in range(3):
         recorder.record([a])
     recorder.record([a, b])
-    assert len(store.access_log.table.list_versions()) == log_versions  # nothing written yet
-    memory_versions = len(store.memories.list_versions())
+    assert len(store.engine.access_log.table.list_versions()) == log_versions  # nothing written yet
+    memory_versions = len(store.engine.memories.list_versions())
     recorder.stop()
-    assert recorder.commits == 1 and len(store.access_log.table.list_versions()) == log_versions + 1
-    assert len(store.memories.list_versions()) == memory_versions  # reads never rewrite memory rows
-    pending = {r["id"]: r["times"] for r in store.pending_access("alice").to_dicts()}
+    assert recorder.commits == 1 and len(store.engine.access_log.table.list_versions()) == log_versions + 1
+    assert len(store.engine.memories.list_versions()) == memory_versions  # reads never rewrite memory rows
+    pending = {r["id"]: r["times"] for r in store.engine.pending_access("alice").to_dicts()}
     assert pending == {a["id"]: 4, b["id"]: 1}
-    store.fold_access("alice")
+    store.engine.fold_access("alice")
     rows = {r["id"]: r for r in store.get_many([a["id"], b["id"]])}
     assert rows[a["id"]]["access_count"] == 4 and rows[b["id"]]["access_count"] == 1
     assert rows[a["id"]]["version"] == 1 and rows[a["id"]]["last_accessed_at"] is not None
@@ -35,7 +35,7 @@ def test_reads_of_a_row_edited_since_are_dropped_at_the_fold(store: MemoryStore)
     recorder.record([a])
     store.update(a["id"], expected_version=1, pinned=True)
     recorder.stop()
-    assert store.fold_access("alice").applied == 0
+    assert store.engine.fold_access("alice").applied == 0
     row = store.get(a["id"], track_access=False)
     assert row["access_count"] == 0 and row["version"] == 2 and row["pinned"] is True
 

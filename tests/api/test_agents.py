@@ -67,8 +67,8 @@ def test_passes_on_an_unknown_agent_are_not_found_and_write_nothing(
     """A pass over an agent with no memories (a typo) answers like health does, not with an empty report."""
     r = client.post(f"/v1/agents/ghost/{route}", headers=ADMIN)
     assert r.status_code == 404 and "unknown agent 'ghost'" in r.json()["detail"], r.text
-    assert seeded.plans_of("ghost") == [] and not seeded.has_agent("ghost")
-    assert seeded.audit_for_agent("ghost").num_rows == 0
+    assert seeded.engine.plans_of("ghost") == [] and not seeded.engine.has_agent("ghost")
+    assert seeded.engine.audit_for_agent("ghost").num_rows == 0
 
 
 def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None:
@@ -77,7 +77,7 @@ def test_decay_runs_and_reports(client: TestClient, seeded: MemoryStore) -> None
     body = r.json()
     assert body["pass_name"] == "decay" and body["agent_id"] == "alice"
     # "dark mode in editors" folded into "... in the editor" at write time (the merge judge): 5 rows
-    assert body["report"]["processed"] == seeded.memories.count_rows() == 5
+    assert body["report"]["processed"] == seeded.engine.memories.count_rows() == 5
     assert body["report"]["skipped_concurrent_edit"] == 0
 
 
@@ -101,16 +101,16 @@ def test_corpus_merge_dry_run_then_apply(client: TestClient, seeded: MemoryStore
     empty = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)  # nothing to merge: no plan is stored
     assert empty.json()["report"]["clusters"] == 0 and empty.json()["report"]["plan_id"] is None
     _a_cluster(seeded, "alice")
-    before = seeded.memories.count_rows()
+    before = seeded.engine.memories.count_rows()
     r = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["report"]["dry_run"] is True and r.json()["report"]["plan_id"]
-    assert seeded.scan("alice", columns=["status"])["status"].to_pylist().count("superseded") == 0
+    assert seeded.engine.scan("alice", columns=["status"])["status"].to_pylist().count("superseded") == 0
     body = {"dry_run": False, "plan_id": r.json()["report"]["plan_id"]}
     r = client.post("/v1/agents/alice/corpus-merge", json=body, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["report"]["dry_run"] is False
-    assert seeded.memories.count_rows() == before  # merged rows are hidden, never deleted
+    assert seeded.engine.memories.count_rows() == before  # merged rows are hidden, never deleted
 
 
 def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
@@ -119,7 +119,7 @@ def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
     ids = reviewed_plan_then_late_duplicate(api_store, "alice")
     api_store.remember("bob", "Bob keeps his notes in a paper diary")  # a known agent, for the plan of another
     url = "/v1/agents/alice/corpus-merge"
-    table = (api_store.memories.version, api_store.plans.table.count_rows())
+    table = (api_store.engine.memories.version, api_store.engine.plans.table.count_rows())
     refused = [
         (client.post(url, json={"dry_run": False}, headers=ADMIN), 422, "plan_id of the reviewed plan"),
         (client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ALICE), 403, "not an admin"),
@@ -130,7 +130,7 @@ def test_corpus_merge_applies_exactly_the_reviewed_plan_for_an_admin(
     ]  # fmt: skip
     for r, status, needle in refused:
         assert r.status_code == status and needle in r.json()["detail"], r.text
-    assert (api_store.memories.version, api_store.plans.table.count_rows()) == table  # nothing written
+    assert (api_store.engine.memories.version, api_store.engine.plans.table.count_rows()) == table  # nothing written
     r = client.post(url, json={"dry_run": False, "plan_id": ids["reviewed"]}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["report"]["merged"] == 1, r.text
     assert merged_as_reviewed(api_store, ids)  # the near-duplicate imported after the review was not merged
@@ -148,7 +148,7 @@ def test_consolidate_scope(client: TestClient, seeded: MemoryStore) -> None:
 def test_promote(client: TestClient, seeded: MemoryStore) -> None:
     stm = seeded.list_memories("alice", tier="stm")
     assert [r["content"] for r in stm] == ["Meeting with Dana today at 3pm"]
-    seeded.record_access(stm, times=5)  # earned durability
+    seeded.engine.record_access(stm, times=5)  # earned durability
     r = client.post("/v1/agents/alice/promote", headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["report"]["promoted"] == 1
@@ -169,11 +169,11 @@ def test_health_tenancy(client: TestClient, seeded: MemoryStore) -> None:
 
 def test_passes_write_as_their_own_actor(client: TestClient, seeded: MemoryStore) -> None:
     _a_cluster(seeded, "alice")  # a dry run with nothing to merge stores no plan
-    before = seeded.memories.count_rows()
+    before = seeded.engine.memories.count_rows()
     plan = client.post("/v1/agents/alice/corpus-merge", headers=ADMIN).json()["report"]["plan_id"]
     body = {"dry_run": False, "plan_id": plan}
     assert client.post("/v1/agents/alice/corpus-merge", json=body, headers=ADMIN).status_code == 200
-    assert seeded.memories.count_rows() == before
+    assert seeded.engine.memories.count_rows() == before
 
 
 def test_corpus_merge_apply_with_a_rejected_cluster_then_discard(client: TestClient, api_store: MemoryStore) -> None:
@@ -182,7 +182,7 @@ def test_corpus_merge_apply_with_a_rejected_cluster_then_discard(client: TestCli
     ids = two_clusters(api_store, "alice")
     (pid,) = ids["plan"]
     url = "/v1/agents/alice/corpus-merge"
-    before = api_store.memories.version
+    before = api_store.engine.memories.version
     refused = [
         ({"dry_run": False, "plan_id": pid, "reject": [3]}, 422, "has 2 clusters (numbered 1 to 2)"),
         ({"dry_run": False, "plan_id": pid, "reject": [0]}, 422, "greater than or equal to 1"),
@@ -194,7 +194,7 @@ def test_corpus_merge_apply_with_a_rejected_cluster_then_discard(client: TestCli
         assert r.status_code == status and needle in r.json()["detail"], r.text
     r = client.post(url, json={"dry_run": False, "plan_id": pid, "reject": [2]}, headers=ALICE)
     assert r.status_code == 403
-    assert api_store.memories.version == before  # nothing written
+    assert api_store.engine.memories.version == before  # nothing written
 
     r = client.post(url, json={"dry_run": False, "plan_id": pid, "reject": [2]}, headers=ADMIN)
     assert r.status_code == 200, r.text
@@ -203,11 +203,11 @@ def test_corpus_merge_apply_with_a_rejected_cluster_then_discard(client: TestCli
     assert [c["outcome"] for c in report["per_cluster"]] == ["canonical", "rejected"]
     rows = {m["id"]: m for m in api_store.list_memories("alice")}
     assert all(rows[i]["status"] == "active" for i in ids["2"]) and rows[ids["1"][1]]["superseded_by"] == ids["1"][0]
-    events = api_store.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
+    events = api_store.engine.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
     assert {e["actor"] for e in events} == {"api:ops"} and sorted(e["memory_id"] for e in events) == sorted(ids["2"])
     assert client.post(url, headers=ADMIN).json()["report"]["clusters"] == 0  # not proposed again
 
-    other = api_store.save_plan("alice", api_store.get_plan(pid)["body"])  # type: ignore[index]
+    other = api_store.engine.save_plan("alice", api_store.engine.get_plan(pid)["body"])  # type: ignore[index]
     discard = f"{url}/plans/{other}/discard"
     assert client.post(discard, headers=ALICE).status_code == 403
     assert client.post(f"/v1/agents/bob/corpus-merge/plans/{other}/discard", headers=ADMIN).status_code == 422

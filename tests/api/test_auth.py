@@ -70,7 +70,7 @@ def test_no_keys_serves_loopback_only(store: MemoryStore) -> None:
     with TestClient(app, client=("192.168.1.9", 5000)) as remote:
         r = remote.post("/v1/memories", json={**body, "content": "remote write"})
         assert r.status_code == 401 and "loopback" in r.json()["detail"]
-    assert store.memories.count_rows() == 1
+    assert store.engine.memories.count_rows() == 1
 
 
 @pytest.mark.integration

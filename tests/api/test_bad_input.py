@@ -107,8 +107,14 @@ CASES = [
 
 def footprint(store: MemoryStore) -> tuple[int, ...]:
     """Row count of memories and the version of every table a write could touch."""
-    tables = (store.memories, store.audit.table, store.links.table, store.plans.table, store.cursors.table)
-    return (store.memories.count_rows(), *(t.version for t in tables))
+    tables = (
+        store.engine.memories,
+        store.engine.audit.table,
+        store.engine.links.table,
+        store.engine.plans.table,
+        store.engine.cursors.table,
+    )
+    return (store.engine.memories.count_rows(), *(t.version for t in tables))
 
 
 def line(**fields: Any) -> dict[str, Any]:

@@ -226,7 +226,7 @@ def test_plans_and_promote(alice: EngramClient, admin: EngramClient, server_home
     assert [p.plan_id for p in pending.data] == [plan_id] and pending.count == 1
     shown = alice.plans.show("alice", plan_id)
     assert isinstance(shown, PlanOut) and shown.status == "pending" and shown.agent_id == "alice"
-    assert set(PlanOut.model_fields) == set(store.plans.table.schema.names)
+    assert set(PlanOut.model_fields) == set(store.engine.plans.table.schema.names)
     assert [c["canonical"]["id"] for c in shown.body["clusters"]] == [ids["1"][0], ids["2"][0]]
     with pytest.raises(Forbidden):
         alice.plans.apply("alice", plan_id)  # not an admin key
@@ -239,7 +239,7 @@ def test_plans_and_promote(alice: EngramClient, admin: EngramClient, server_home
     assert alice.memories.get(ids["1"][1]).superseded_by == ids["1"][0]
     assert {alice.memories.get(i).status for i in ids["2"]} == {"active"}
 
-    other = store.save_plan("alice", shown.body)
+    other = store.engine.save_plan("alice", shown.body)
     closed = admin.plans.discard("alice", other).report
     assert (closed["status"], closed["discarded"]) == ("discarded", True)
     with pytest.raises(Conflict, match="was discarded"):
@@ -247,7 +247,7 @@ def test_plans_and_promote(alice: EngramClient, admin: EngramClient, server_home
     assert alice.plans.list("alice", status="pending").count == 0
 
     note = alice.memories.store("alice", "Standup moved to 9:30 on Mondays", tier="stm", pinned=True).memory
-    store.record_access([store.get(note.id, track_access=False)], times=5)  # earned durability
+    store.engine.record_access([store.get(note.id, track_access=False)], times=5)  # earned durability
     promoted = admin.cognitive.promote(agent_id="alice")
     assert (promoted.pass_name, promoted.agent_id, promoted.report["promoted"]) == ("promote", "alice", 1)
     assert alice.memories.get(note.id).tier == "ltm"

@@ -59,9 +59,9 @@ def seed(store: MemoryStore) -> dict[str, list[str]]:
                     noise -= noise.dot(base) * base
                     vec = base + 0.42 * noise / np.linalg.norm(noise)  # cosine ~0.92 to the canonical
                 # Inserted as an import would: remember folds a pair the merge judge would merge.
-                row = store.new_row(agent, text, importance=0.9 if j == 0 else 0.5, metadata={"counter": 0})
+                row = store.engine.new_row(agent, text, importance=0.9 if j == 0 else 0.5, metadata={"counter": 0})
                 row["vector"] = (vec / np.linalg.norm(vec)).tolist()
-                assert store.insert_rows([row]) == [row["id"]], text
+                assert store.engine.insert_rows([row]) == [row["id"]], text
                 ids[agent].append(row["id"])
         for k in range(6):
             r = store.remember(agent, f"{agent} unrelated fact {NAMES[k]} number {k}", metadata={"counter": 0})

@@ -146,7 +146,7 @@ def test_mcp_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(
 
     old = store.remember("alice", "User lives in Berlin").memory
     new = store.remember("alice", "Completely different memory about tea").memory
-    mark_superseded(store, old, by=new["id"], reason="t", actor="t")
+    mark_superseded(store.engine, old, by=new["id"], reason="t", actor="t")
     store.update(old["id"], expected_version=2, tags=["edited"])
 
     async def session() -> None:
@@ -165,8 +165,8 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
     from engram_pipeline.api.mcp_server import build_mcp
 
     ids = reviewed_plan_then_late_duplicate(store, "alice")
-    other = store.save_plan("bob", {"clusters": []})
-    table = (store.memories.version, store.plans.table.count_rows())
+    other = store.engine.save_plan("bob", {"clusters": []})
+    table = (store.engine.memories.version, store.engine.plans.table.count_rows())
 
     async def session() -> None:
         async with Client(build_mcp(store, "alice")) as agent:
@@ -174,14 +174,14 @@ def test_mcp_applies_only_a_named_reviewed_plan_and_only_as_admin(store: MemoryS
             assert "FORBIDDEN" in plain and "--admin" in plain
             named = {"dryRun": False, "planId": ids["reviewed"]}
             assert "FORBIDDEN" in error_text(await agent.call_tool("consolidate_corpus", named))
-        assert (store.memories.version, store.plans.table.count_rows()) == table
+        assert (store.engine.memories.version, store.engine.plans.table.count_rows()) == table
         async with Client(build_mcp(store, "alice", admin=True)) as admin:
             missing = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False}))
             assert "INVALID_INPUT" in missing and "planId" in missing
             for plan in ("plan-nope", other):  # unknown, or another agent's: not found either way
                 text = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": plan}))
                 assert "NOT_FOUND" in text
-            assert (store.memories.version, store.plans.table.count_rows()) == table
+            assert (store.engine.memories.version, store.engine.plans.table.count_rows()) == table
             report = payload(await admin.call_tool("consolidate_corpus", named))
             assert report["merged"] == 1 and report["plan_id"] == ids["reviewed"]
 
@@ -196,8 +196,8 @@ def test_mcp_rejects_clusters_and_discards_plans_as_admin_only(store: MemoryStor
 
     ids = two_clusters(store, "alice")
     (pid,) = ids["plan"]
-    other = store.save_plan("alice", store.get_plan(pid)["body"])  # type: ignore[index]
-    before = store.memories.version
+    other = store.engine.save_plan("alice", store.engine.get_plan(pid)["body"])  # type: ignore[index]
+    before = store.engine.memories.version
 
     async def session() -> None:
         async with Client(build_mcp(store, "alice")) as agent:
@@ -211,7 +211,7 @@ def test_mcp_rejects_clusters_and_discards_plans_as_admin_only(store: MemoryStor
             assert "INVALID_INPUT" in error_text(await admin.call_tool("consolidate_corpus", bad))
             early = {"planId": pid, "reject": [2]}
             assert "only used to apply" in error_text(await admin.call_tool("consolidate_corpus", early))
-            assert store.memories.version == before
+            assert store.engine.memories.version == before
             discarded = payload(await admin.call_tool("discard_merge_plan", {"planId": other}))
             assert (discarded["status"], discarded["discarded"]) == ("discarded", True)
             closed = error_text(await admin.call_tool("consolidate_corpus", {"dryRun": False, "planId": other}))
@@ -237,7 +237,7 @@ def test_health_and_passes_of_an_agent_without_memories_are_not_found(store: Mem
     server = build_mcp(store, "newcomer", admin=True)
     with pytest.raises(ToolError, match="NOT_FOUND: unknown agent 'newcomer'"):
         anyio.run(server.call_tool, tool, {})
-    assert store.plans_of("newcomer") == []
+    assert store.engine.plans_of("newcomer") == []
 
 
 def test_mcp_serves_while_the_embedder_loads(store_uri: str, settings: Settings, monkeypatch: Any) -> None:

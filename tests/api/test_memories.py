@@ -17,7 +17,7 @@ def remember(client: TestClient, content: str, agent: str = "alice", headers: di
 
 
 def count(store: MemoryStore) -> int:
-    return store.memories.count_rows()
+    return store.engine.memories.count_rows()
 
 
 def test_memory_out_mirrors_the_arrow_schema() -> None:
@@ -166,7 +166,7 @@ def test_recall(client: TestClient, api_store: MemoryStore) -> None:
     assert {h["memory"]["agent_id"] for h in body["data"]} == {"alice"}
     top = api_store.get(body["data"][0]["memory"]["id"], track_access=False)
     assert top["access_count"] == 1 and top["version"] == 1  # bookkeeping without a version bump
-    vec = api_store.embed(["green tea"])[0].tolist()
+    vec = api_store.engine.embed(["green tea"])[0].tolist()
     r = client.post(
         "/v1/memories/recall",
         json={"agent_id": "alice", "vector": vec, "k": 1, "tiers": ["warm", "hot"]},
@@ -221,15 +221,17 @@ def test_restore_of_a_row_edited_after_it_was_hidden_needs_its_current_version(
 
     old = remember(client, "User lives in Berlin").json()["memory"]
     new = remember(client, "Completely different memory about tea").json()["memory"]
-    assert mark_superseded(api_store, api_store.get(old["id"], track_access=False), by=new["id"], reason="t", actor="t")
+    assert mark_superseded(
+        api_store.engine, api_store.get(old["id"], track_access=False), by=new["id"], reason="t", actor="t"
+    )
     api_store.update(old["id"], expected_version=2, tags=["edited"])
-    before = api_store.memories.version
+    before = api_store.engine.memories.version
     r = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
     assert r.status_code == 409 and r.json()["current_version"] == 3, r.text
     assert "changed after the supersede" in r.json()["detail"]
     stale = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 2}, headers=ALICE)
     assert stale.status_code == 409 and stale.json()["current_version"] == 3
-    assert api_store.memories.version == before
+    assert api_store.engine.memories.version == before
     ok = client.post(f"/v1/memories/{old['id']}/restore", json={"expected_version": 3}, headers=ALICE)
     assert ok.status_code == 200 and ok.json()["status"] == "active" and ok.json()["tags"] == []
     again = client.post(f"/v1/memories/{old['id']}/restore", headers=ALICE)
@@ -241,7 +243,7 @@ def test_other_agents_ids_answer_like_unknown_ids(client: TestClient, api_store:
     live = remember(client, "Alice's live note").json()["memory"]["id"]
     gone = remember(client, "Alice's deleted note").json()["memory"]["id"]
     api_store.delete(gone)
-    table_version = api_store.memories.version
+    table_version = api_store.engine.memories.version
 
     def answers(mid: str) -> list[tuple[int, str]]:
         body = {"expected_version": 1, "pinned": True}
@@ -256,7 +258,7 @@ def test_other_agents_ids_answer_like_unknown_ids(client: TestClient, api_store:
     assert unknown == [(404, "memory '<id>' does not exist")] * 3
     assert answers(live) == unknown
     assert answers(gone) == unknown
-    assert api_store.memories.version == table_version  # nothing written
+    assert api_store.engine.memories.version == table_version  # nothing written
     assert client.get(f"/v1/memories/{live}", headers=ADMIN).status_code == 200
 
 

@@ -75,7 +75,7 @@ def test_clients_racing_the_same_facts_get_one_row_per_fact(server: Server, stor
     for t in threads:
         t.join(300)
     assert len(told) == CLIENTS * FACTS and {code for _, _, code in told} <= {200, 201}
-    rows = MemoryStore.open(store_uri, settings=settings).scan("w", columns=["id", "content"]).to_pylist()
+    rows = MemoryStore.open(store_uri, settings=settings).engine.scan("w", columns=["id", "content"]).to_pylist()
     assert len(rows) == FACTS + 1, sorted(r["content"] for r in rows)  # one row per fact, and the earlier one
     ids: dict[int, set[str]] = {}
     for f, memory_id, _ in told:
@@ -139,7 +139,7 @@ def test_a_server_killed_during_a_burst_keeps_every_acknowledged_write(
         created = next(a for a in acked if a[2] == "created")
         again = http.post("/v1/memories", json={"agent_id": "w", "content": created[1]})
         assert again.status_code == 200 and again.json()["memory"]["id"] == created[0]
-    rows = MemoryStore.open(store_uri, settings=settings).scan("w").to_pylist()
+    rows = MemoryStore.open(store_uri, settings=settings).engine.scan("w").to_pylist()
     # No half-written row: every row stored whole, once per content (acknowledged or caught by the kill).
     assert all(r["content_hash"] == content_hash("w", r["content"]) and len(r["vector"]) == 384 for r in rows)
     assert max(Counter(r["content"] for r in rows).values()) == 1
@@ -171,5 +171,5 @@ def test_two_clients_restoring_the_same_deleted_rows_restore_each_once(
     for t in threads:
         t.join(300)
     assert {i: sorted(c) for i, c in codes.items() if sorted(c) != [200, 409]} == {}
-    per_id = Counter(store.scan("w", columns=["id"])["id"].to_pylist())
+    per_id = Counter(store.engine.scan("w", columns=["id"])["id"].to_pylist())
     assert [i for i in ids if per_id[i] != 1] == []

@@ -82,9 +82,9 @@ def seed_clusters(store: MemoryStore, agent: str, *, similarity: float) -> None:
                 noise = _unit(noise - noise.dot(base) * base)
                 vector = similarity * base + np.sqrt(1 - similarity**2) * noise
             # Inserted as an import would: remember folds a pair the merge judge would merge.
-            row = store.new_row(agent, text, tier="ltm", importance=0.9 if i == 0 else 0.5)
+            row = store.engine.new_row(agent, text, tier="ltm", importance=0.9 if i == 0 else 0.5)
             row["vector"] = _unit(vector).tolist()
-            assert store.insert_rows([row]) == [row["id"]], text
+            assert store.engine.insert_rows([row]) == [row["id"]], text
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -134,7 +134,7 @@ def test_merge_plan_review_table_in_the_browser(tmp_path: Path) -> None:
         run_id = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
         status = run_ends(procs, run_id, f"run {run_id} of corpus_merge_plan_job")
         assert status == "SUCCESS", f"run {run_id} ended {status}:\n{procs.log_tail('daemon')}"
-        plan = store.latest_plan(AGENT)
+        plan = store.engine.latest_plan(AGENT)
         assert plan is not None and plan["status"] == "pending"
         assert len(plan["body"]["clusters"]) == len(CLUSTERS)
 
@@ -211,7 +211,7 @@ def _a_pending_plan(tmp_path: Path) -> Iterator[tuple[MemoryStore, DagsterProcs,
         planned = launch_partition_run(procs, "corpus_merge_plan_job", AGENT)
         status = run_ends(procs, planned, "the plan")
         assert status == "SUCCESS", procs.log_tail("daemon")
-        plan = store.latest_plan(AGENT, status="pending")
+        plan = store.engine.latest_plan(AGENT, status="pending")
         assert plan is not None and len(plan["body"]["clusters"]) == len(CLUSTERS)
         yield store, procs, plan
 
@@ -270,10 +270,10 @@ def test_apply_with_a_rejected_cluster_from_the_launchpad(tmp_path: Path) -> Non
     for number, cluster in enumerate(clusters, start=1):
         if number != 2:
             assert all(rows[m["id"]]["superseded_by"] == cluster["canonical"]["id"] for m in cluster["members"])
-    assert store.get_plan(pid)["status"] == "applied"  # type: ignore[index]
-    assert sorted(e["memory_id"] for e in store.audit_for_agent(AGENT, actions=["reject_merge"]).to_pylist()) == sorted(
-        r["id"] for r in kept
-    )
+    assert store.engine.get_plan(pid)["status"] == "applied"  # type: ignore[index]
+    assert sorted(
+        e["memory_id"] for e in store.engine.audit_for_agent(AGENT, actions=["reject_merge"]).to_pylist()
+    ) == sorted(r["id"] for r in kept)
     table_rows = [[c.strip() for c in line.split("\t")] for line in cells.splitlines() if "\t" in line]
     shown = [(row[0], row[-2]) for row in table_rows if row[0].isdigit()]  # (cluster, outcome)
     assert [o for n, o in shown if n == "2"] == ["rejected"] * len(kept)
@@ -324,7 +324,7 @@ def test_apply_a_plan_from_its_page_without_typing_its_id(tmp_path: Path) -> Non
     assert yaml.safe_load(discard["config"][0]) == {
         "ops": {"corpus_merge_apply": {"config": {"plan_id": plan["plan_id"], "discard": True}}}
     }
-    assert store.get_plan(plan["plan_id"])["status"] == "applied"  # type: ignore[index]
+    assert store.engine.get_plan(plan["plan_id"])["status"] == "applied"  # type: ignore[index]
     rows = {r["id"]: r for r in store.list_memories(AGENT)}
     for cluster in plan["body"]["clusters"]:
         assert all(rows[m["id"]]["superseded_by"] == cluster["canonical"]["id"] for m in cluster["members"])

@@ -59,12 +59,12 @@ def seed_lines(now: datetime, n: int) -> list[dict[str, Any]]:
 
 
 def end_state(store: MemoryStore) -> dict[str, dict[str, Any]]:
-    rows = store.scan(AGENT).to_pylist()
+    rows = store.engine.scan(AGENT).to_pylist()
     return {r["id"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in rows}
 
 
 def prune_events(store: MemoryStore) -> dict[str, int]:
-    events = store.audit_for_agent(AGENT, actions=["prune"]).to_pylist()
+    events = store.engine.audit_for_agent(AGENT, actions=["prune"]).to_pylist()
     counts: dict[str, int] = {}
     for e in events:
         counts[e["memory_id"]] = counts.get(e["memory_id"], 0) + 1
@@ -98,7 +98,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
     store = MemoryStore.open(uri, settings=settings)
     report = import_jsonl(store, seed_lines(utcnow(), ROWS), checks="exact")  # every row as decay will find it
     assert report.created == ROWS
-    before = {r["id"]: r["version"] for r in store.scan(AGENT, columns=["id", "version"]).to_pylist()}
+    before = {r["id"]: r["version"] for r in store.engine.scan(AGENT, columns=["id", "version"]).to_pylist()}
     twin_uri = str(tmp_path / "twin")
     shutil.copytree(uri, twin_uri)
 
@@ -116,7 +116,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
         def batches_committed() -> int:
             if proc.poll() is not None:
                 raise AssertionError(f"the run ended before it was killed:\n{log.read_text()[-3000:]}")
-            cursor = store.get_cursor(PASS_NAME, AGENT) or {}
+            cursor = store.engine.get_cursor(PASS_NAME, AGENT) or {}
             return int(cursor.get("batches", 0)) if not cursor.get("done") else 0
 
         wait_for(lambda: batches_committed() >= 3, timeout=300, interval=0.05, what="three committed batches")
@@ -127,7 +127,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
     assert proc.returncode == -signal.SIGKILL
     time.sleep(0.5)  # let the killed worker's session die before reading its leftovers
 
-    killed = store.get_cursor(PASS_NAME, AGENT)
+    killed = store.engine.get_cursor(PASS_NAME, AGENT)
     assert killed is not None and not killed["done"], "the kill must land before the pass finished"
     assert 0 < killed["batches"] < ROWS // BATCH
     now = datetime.fromisoformat(killed["now"])
@@ -152,7 +152,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
         timeout=600,
     )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    resumed = store.get_cursor(PASS_NAME, AGENT)
+    resumed = store.engine.get_cursor(PASS_NAME, AGENT)
     assert resumed is not None and resumed["done"]
     assert resumed["resumed"] == 1 and resumed["now"] == killed["now"] and resumed["run_id"] == killed["run_id"]
 
@@ -173,7 +173,7 @@ def test_killed_decay_run_resumes_to_the_uninterrupted_end_state(tmp_path: Path)
     assert pruned == set(before) - set(want)
     events = prune_events(store)
     assert set(events) == pruned and set(events.values()) == {1}
-    assert all(store.last_pre_image(i) is not None for i in list(pruned)[:5])
+    assert all(store.engine.last_pre_image(i) is not None for i in list(pruned)[:5])
 
 
 def test_prune_audit_is_written_ahead_once_per_run(store: MemoryStore) -> None:
@@ -182,7 +182,7 @@ def test_prune_audit_is_written_ahead_once_per_run(store: MemoryStore) -> None:
     edit leaves no event behind."""
     a = store.remember(AGENT, "User once asked about Perl regex syntax.").memory
     b = store.remember(AGENT, "User tried the Atom editor in 2021.").memory
-    store.record_audit(  # what a killed attempt left: the write-ahead event, the row still there
+    store.engine.record_audit(  # what a killed attempt left: the write-ahead event, the row still there
         [
             {
                 "event_id": _ahead(a["id"], a["version"]),
@@ -196,7 +196,7 @@ def test_prune_audit_is_written_ahead_once_per_run(store: MemoryStore) -> None:
         run_id="run-1",
     )
     store.update(b["id"], expected_version=b["version"], pinned=True)
-    result = store.cas_delete(
+    result = store.engine.cas_delete(
         {a["id"]: a["version"], b["id"]: b["version"]}, actor="ltm_decay", action="prune", run_id="run-1"
     )
     assert result.applied == (a["id"],) and result.skipped_concurrent_edit == (b["id"],)

@@ -108,7 +108,7 @@ def test_review_then_apply_exactly_the_reviewed_plan(
     meta = planned.asset_materializations_for_node("corpus_merge_plan")[0].metadata
     plan_id = meta["plan_id"].value
     review = meta["review"].value
-    clusters = seeded.get_plan(plan_id)["body"]["clusters"]
+    clusters = seeded.engine.get_plan(plan_id)["body"]["clusters"]
     assert len(clusters) == meta["clusters"].value > 0
     for cluster in clusters:  # the reviewer reads each canonical and member, with its similarity
         assert cluster["canonical"]["content"] in review
@@ -133,7 +133,7 @@ def test_review_then_apply_exactly_the_reviewed_plan(
     assert out["merged"].value == meta["would_merge"].value - out["skipped_concurrent_edit"].value
     assert seeded.get(edited["id"], track_access=False)["superseded_by"] is None
     assert all(c.passed for c in applied.get_asset_check_evaluations())
-    assert seeded.get_plan(plan_id)["status"] == "applied"
+    assert seeded.engine.get_plan(plan_id)["status"] == "applied"
 
 
 def test_apply_defaults_to_the_latest_pending_plan(resources: dict[str, Any], instance: DagsterInstance) -> None:
@@ -189,7 +189,7 @@ def test_apply_with_a_rejected_cluster_then_discard_and_expiry(
         .metadata
     )
     plan_id = meta["plan_id"].value
-    clusters = seeded.get_plan(plan_id)["body"]["clusters"]
+    clusters = seeded.engine.get_plan(plan_id)["body"]["clusters"]
     assert len(clusters) >= 2
     table = [r.data for r in meta["review_table"].value.records]
     assert {r["plan_id"] for r in table} == {plan_id}  # the plan id is a column
@@ -205,18 +205,19 @@ def test_apply_with_a_rejected_cluster_then_discard_and_expiry(
     kept = [clusters[1]["canonical"], *clusters[1]["members"]]
     assert all(seeded.get(r["id"], track_access=False)["status"] == "active" for r in kept)
     assert all(seeded.get(m["id"], track_access=False)["superseded_by"] for m in clusters[0]["members"])
-    events = seeded.audit_for_agent(MERGE_AGENT, actions=["reject_merge"]).to_pylist()
+    events = seeded.engine.audit_for_agent(MERGE_AGENT, actions=["reject_merge"]).to_pylist()
     assert {e["memory_id"] for e in events} == {r["id"] for r in kept}
     assert {(e["actor"], e["run_id"]) for e in events} == {("dagster", applied.run_id)}
 
     # the rejected cluster is not proposed again; an older pending plan expires when a newer one is stored
-    older = seeded.save_plan(MERGE_AGENT, {"clusters": clusters})
+    older = seeded.engine.save_plan(MERGE_AGENT, {"clusters": clusters})
     again = plan_job.execute_in_process(partition_key=MERGE_AGENT, instance=instance)
     newer = again.asset_materializations_for_node("corpus_merge_plan")[0].metadata["plan_id"].value
     assert all(
-        c["canonical"]["id"] != clusters[1]["canonical"]["id"] for c in seeded.get_plan(newer)["body"]["clusters"]
+        c["canonical"]["id"] != clusters[1]["canonical"]["id"]
+        for c in seeded.engine.get_plan(newer)["body"]["clusters"]
     )
-    assert seeded.get_plan(older)["status"] == "expired"
+    assert seeded.engine.get_plan(older)["status"] == "expired"
     assert f"plan {older} expired: plan {newer} was made after it" in _failure(
         _apply(location, instance, plan_id=older)
     )
@@ -224,6 +225,6 @@ def test_apply_with_a_rejected_cluster_then_discard_and_expiry(
     discarded = _apply(location, instance, plan_id=newer, discard=True)
     assert discarded.success
     assert discarded.asset_materializations_for_node("corpus_merge_apply")[0].metadata["discarded"].value is True
-    assert seeded.get_plan(newer)["status"] == "discarded"
+    assert seeded.engine.get_plan(newer)["status"] == "discarded"
     assert f"plan {newer} was discarded by dagster" in _failure(_apply(location, instance, plan_id=newer))
     assert "discard names the plan" in _failure(_apply(location, instance, discard=True))

@@ -70,19 +70,19 @@ def test_a_shard_run_sweeps_exactly_its_agents(sharded_uri: str, tmp_path: Path)
     agents = store.agents()
     assert len(agents) == len(AGENTS) * COPIES
     shard, members = busiest_shard(agents)
-    others = {a: store.scan(a).to_pylist() for a in agents if a not in members}
+    others = {a: store.engine.scan(a).to_pylist() for a in agents if a not in members}
 
     runs: list[str] = []
     metadata = materialize_shard(sharded_uri, tmp_path, ["stm_promotion", "importance_decay"], shard, runs)
 
     decay = metadata[AssetKey(["shards", "importance_decay"])]
     assert decay["agents"].value == len(members)
-    assert decay["processed"].value == sum(store.scan(a).num_rows for a in members)  # decay re-scores every row
+    assert decay["processed"].value == sum(store.engine.scan(a).num_rows for a in members)  # decay re-scores every row
     table = decay["agents_table"].value
     assert all(f"| {a} |" in table for a in members) and not any(f"| {a} |" in table for a in others)
     assert f"over {len(members)} agents" in decay["summary"].value
-    assert others == {a: store.scan(a).to_pylist() for a in others}  # other shards' agents untouched
-    cursor = store.get_cursor("ltm_decay", sweep_key(members, SHARDS)[0])
+    assert others == {a: store.engine.scan(a).to_pylist() for a in others}  # other shards' agents untouched
+    cursor = store.engine.get_cursor("ltm_decay", sweep_key(members, SHARDS)[0])
     assert cursor is not None and cursor["run_id"] == runs[0]  # the shard's cursor names the Dagster run
 
 
@@ -96,7 +96,7 @@ def test_the_full_pipeline_of_a_shard_reports_per_agent_figures(sharded_uri: str
     (metadata,) = materialize_shard(sharded_uri, tmp_path, ["pipeline"], shard).values()
 
     assert metadata["agents"].value == len(members)
-    assert metadata["health.total"].value == sum(store.scan(a).num_rows for a in members)
+    assert metadata["health.total"].value == sum(store.engine.scan(a).num_rows for a in members)
     rows = [line for line in metadata["agents_table"].value.splitlines() if line.startswith("| ") and "---" not in line]
     assert sorted(line.split(" | ")[0][2:] for line in rows[1:]) == members  # a row per agent, after the header
 
@@ -111,6 +111,6 @@ def test_the_code_locations_shard_job_runs_over_its_shards(resources: dict[str, 
         assert result.success
         metadata = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
         assert set(metadata) == {shard_key("importance_decay"), shard_key("confidence_decay")}
-        assert metadata[shard_key("importance_decay")]["agents"].value == len(seeded.agents_in_shard(int(key)))
-        swept += seeded.agents_in_shard(int(key))
+        assert metadata[shard_key("importance_decay")]["agents"].value == len(seeded.engine.agents_in_shard(int(key)))
+        swept += seeded.engine.agents_in_shard(int(key))
     assert sorted(swept) == seeded.agents()

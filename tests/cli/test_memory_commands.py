@@ -87,7 +87,7 @@ def test_restore_of_a_row_edited_after_it_was_hidden_needs_expected_version(cli,
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     old = store.remember("alice", "User lives in Berlin").memory
     new = store.remember("alice", "Completely different memory about tea").memory
-    mark_superseded(store, old, by=new["id"], reason="t", actor="t")
+    mark_superseded(store.engine, old, by=new["id"], reason="t", actor="t")
     store.update(old["id"], expected_version=2, tags=["edited"])
     refused = cli("restore", old["id"])
     assert refused.exit_code == 1 and "changed after the supersede" in refused.stderr and "(3)" in refused.stderr

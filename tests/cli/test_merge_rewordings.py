@@ -43,7 +43,9 @@ def test_rewordings_collapse_and_a_value_swap_stays_visible_and_flagged(tmp_path
 
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "minilm"}))
     detect_contradictions(store, "a")
-    rows = store.scan("a", columns=["id", "content", "status", "superseded_by", "contradiction_with"]).to_pylist()
+    rows = store.engine.scan(
+        "a", columns=["id", "content", "status", "superseded_by", "contradiction_with"]
+    ).to_pylist()
     visible = [r for r in rows if r["status"] not in ("superseded", "archived") and r["superseded_by"] is None]
     assert len(visible) <= MAX_VISIBLE, [r["content"] for r in visible]
     berlin = {r["content"] for r in visible if "Berlin" in r["content"]}

@@ -96,7 +96,7 @@ def test_apply_without_plan_id_refuses_a_plan_made_after_the_review_and_names_bo
     store = MemoryStore.open(db, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     ids = reviewed_plan_then_late_duplicate(store, "alice")
     later = str(consolidate_corpus(store, "alice").plan_id)  # expires the reviewed plan
-    before = (store.memories.version, store.plans.table.count_rows())
+    before = (store.engine.memories.version, store.engine.plans.table.count_rows())
     several = cli("consolidate-corpus", "--agent", "alice", "--apply")
     assert several.exit_code == 1 and f"one pending corpus-merge plan, {later}, made after" in several.stderr
     assert ids["reviewed"] in several.stderr
@@ -108,7 +108,7 @@ def test_apply_without_plan_id_refuses_a_plan_made_after_the_review_and_names_bo
     assert unknown.exit_code == 1 and unknown.stderr.strip().splitlines() == [
         "error: no corpus-merge plan 'plan-nope'; a dry run of the corpus merge stores one and returns its id"
     ]
-    assert (store.memories.version, store.plans.table.count_rows()) == before  # nothing applied
+    assert (store.engine.memories.version, store.engine.plans.table.count_rows()) == before  # nothing applied
     applied = parse(cli("consolidate-corpus", "--agent", "alice", "--apply", "--plan-id", later, json_=True))
     assert applied[0]["report"]["merged"] == 2
 
@@ -126,7 +126,7 @@ def test_review_apply_with_a_rejected_cluster_and_discard(cli, db) -> None:  # t
     assert [line.split()[:2] for line in lines[header + 1 : header + 5]] == [
         ["1", "canonical"], ["1", "member"], ["2", "canonical"], ["2", "member"]
     ]  # fmt: skip
-    before = store.memories.version
+    before = store.engine.memories.version
     for args, needle in (
         (("--reject", "2"), "--reject numbers the clusters of one reviewed plan: give --apply --plan-id too"),
         (("--apply", "--plan-id", pid, "--reject", "two"), "--reject takes cluster numbers separated by commas"),
@@ -134,18 +134,18 @@ def test_review_apply_with_a_rejected_cluster_and_discard(cli, db) -> None:  # t
     ):  # fmt: skip
         bad = cli("consolidate-corpus", *args)
         assert bad.exit_code == 1 and needle in bad.stderr, bad.stderr
-    assert store.memories.version == before  # nothing written
+    assert store.engine.memories.version == before  # nothing written
     applied = cli("consolidate-corpus", "--apply", "--plan-id", pid, "--reject", "2")
     assert applied.exit_code == 0, applied.output
     assert "rejected" in applied.stdout and "merged" in applied.stdout
     rows = {r["id"]: r for r in store.list_memories("alice")}
     assert all(rows[i]["status"] == "active" for i in ids["2"]) and rows[ids["1"][1]]["superseded_by"] == ids["1"][0]
-    events = store.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
+    events = store.engine.audit_for_agent("alice", actions=["reject_merge"]).to_pylist()
     assert sorted(e["memory_id"] for e in events) == sorted(ids["2"]) and {e["actor"] for e in events} == {"cli"}
     again = parse(cli("consolidate-corpus", "--agent", "alice", json_=True))[0]["report"]
     assert again["clusters"] == 0  # the rejected cluster is not proposed again
 
-    other = str(store.save_plan("alice", store.get_plan(pid)["body"]))  # type: ignore[index]
+    other = str(store.engine.save_plan("alice", store.engine.get_plan(pid)["body"]))  # type: ignore[index]
     discarded = parse(cli("discard-plan", other, json_=True))
     assert discarded == [
         {"agent_id": "alice", "report": {"plan_id": other, "agent_id": "alice", "status": "discarded", "clusters": 2,

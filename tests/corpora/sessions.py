@@ -271,7 +271,7 @@ def provenance_recall(store: Any, questions: Sequence[Question], *, now: datetim
         hits = store.recall(q.agent_id, q.text, k=k, now=now, track_access=False, with_vectors=False)
         ids = {m["id"] for h in hits for m in (h.memory, *h.evidence)}
         derived = [h.memory["id"] for h in hits if h.memory.get("source") == "derived"]
-        ids |= {link["dst_id"] for link in store.links_of(derived, rel="derived-from")} if derived else set()
+        ids |= {link["dst_id"] for link in store.engine.links_of(derived, rel="derived-from")} if derived else set()
         found += bool(ids & set(q.evidence))
     return found / len(questions) if questions else 0.0
 

@@ -29,9 +29,9 @@ def test_the_background_compaction_runs_on_rgw(
     store.maintain()  # the scalar indexes, whose delta segments the compaction adds and merges
     for fact in facts[1:]:
         ids.append(store.remember("a", fact).memory["id"])
-        sc.wait_idle(store, 120)
-    assert sc.compactions(store) >= 3
-    assert sc.fragments(store) < 4
-    assert all(i.num_unindexed_rows < 4 for i in store.memories.list_indices())
+        sc.wait_idle(store.engine, 120)
+    assert sc.compactions(store.engine) >= 3
+    assert sc.fragments(store.engine) < 4
+    assert all(i.num_unindexed_rows < 4 for i in store.engine.memories.list_indices())
     assert [store.get(i, track_access=False)["content"] for i in ids] == facts
     assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)

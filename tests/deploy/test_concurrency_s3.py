@@ -44,10 +44,12 @@ def seed(store: MemoryStore) -> dict[str, list[str]]:
     rows = []
     for agent in AGENTS:
         for k in range(ROWS_PER_AGENT):
-            rows.append(store.new_row(agent, f"{agent} keeps fact number {k}", importance=0.9, metadata={"counter": 0}))
-    for row, vector in zip(rows, store.embed([r["content"] for r in rows]), strict=True):
+            rows.append(
+                store.engine.new_row(agent, f"{agent} keeps fact number {k}", importance=0.9, metadata={"counter": 0})
+            )
+    for row, vector in zip(rows, store.engine.embed([r["content"] for r in rows]), strict=True):
         row["vector"] = vector.tolist()
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
     return {a: [r["id"] for r in rows if r["agent_id"] == a] for a in AGENTS}
 
 
@@ -96,7 +98,7 @@ def test_passes_and_an_api_writer_lose_no_update_on_rgw(
     settings = Settings.from_env(env)
     store = MemoryStore.open(s3_uri, settings=settings)
     ids = seed(store)
-    before = store.table_versions()
+    before = store.engine.table_versions()
     server, base = start_api(env, tmp_path)
     go = tmp_path / "go"
     workers = [
@@ -135,8 +137,8 @@ def test_passes_and_an_api_writer_lose_no_update_on_rgw(
     assert not [s for s in statuses if s.split()[1].startswith("5")], statuses
     assert decay_writes and accepted
 
-    after = fresh.table_versions()
-    assert sorted(fresh.shard_of(a) for a in AGENTS) == list(range(SHARDS))
+    after = fresh.engine.table_versions()
+    assert sorted(fresh.engine.shard_of(a) for a in AGENTS) == list(range(SHARDS))
     moved = {t for t in after if after[t] != before[t]}
     assert all(any(t.startswith(f"memories_s{k}of") for t in moved) for k in range(SHARDS)), moved
     rates = {t: f"{(after[t] - before[t]) / elapsed:.2f}" for t in sorted(moved)}

@@ -62,7 +62,7 @@ CONFIDENCE_TOLERANCE = 0.005  # far above the minutes of decay between the runs 
 
 def snapshot(store: MemoryStore) -> dict[str, Any]:
     """The store's content with ids replaced by content (derived rows get fresh ids in each run)."""
-    rows = store.memories.search().limit(None).to_arrow().to_pylist()
+    rows = store.engine.memories.search().limit(None).to_arrow().to_pylist()
     key = {r["id"]: (r["agent_id"], r["kind"], r["content"]) for r in rows}
     # Each row as JSON, with its confidence beside it: the confidence decays with the time the pass ran at,
     # which differs between the two stores by the minutes between their runs, so it is compared within
@@ -84,11 +84,11 @@ def snapshot(store: MemoryStore) -> dict[str, Any]:
     )
     links = Counter(
         (str(key.get(link["src_id"])), str(key.get(link["dst_id"])), link["rel"])
-        for link in store.links.table.search().limit(None).to_arrow().to_pylist()
+        for link in store.engine.links.table.search().limit(None).to_arrow().to_pylist()
     )
     audit = Counter(
         (str(key.get(a["memory_id"], a["memory_id"])), a["action"], a["actor"])
-        for a in store.audit.table.search().limit(None).to_arrow().to_pylist()
+        for a in store.engine.audit.table.search().limit(None).to_arrow().to_pylist()
     )
     return {"memories": memories, "links": links, "audit": audit}
 

@@ -200,5 +200,5 @@ def unversioned(memories: list[tuple[str, float]]) -> list[tuple[str, float, int
 
 def plans(uri: str, settings: Settings, options: dict[str, Any]) -> Counter[tuple[str, str, str]]:
     """The store's merge plans by agent, kind and status (a killed run must not leave a second pending one)."""
-    rows = MemoryStore.open(uri, settings=settings, **options).plans.table.search().limit(None).to_arrow()
+    rows = MemoryStore.open(uri, settings=settings, **options).engine.plans.table.search().limit(None).to_arrow()
     return Counter((r["agent_id"], r["kind"], r["status"]) for r in rows.to_pylist())

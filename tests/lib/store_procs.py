@@ -23,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_POLICY = {"ENGRAM_RETENTION_POLICY": "seed"}  # as tests/conftest.py (this file also runs as a script)
-# The verbs that commit, on the store or on the collaborator that owns the table (``audit.record``).
+# The verbs that commit, on the store's engine or on the collaborator that owns the table (``audit.record``).
 COMMITTING = (
     "cas_write", "cas_delete", "audit.record", "audit.drop", "links.add", "cursors.set",
     "plans.mark_applied", "plans.save_many", "plans.close_many", "cursors.swap_lease", "cursors.set_many",
@@ -100,7 +100,7 @@ def _arm_kill(store: Any) -> list[int]:
 
     for path in COMMITTING:
         *parts, name = path.split(".")
-        owner = store
+        owner = store.engine  # the verbs that commit are the engine's
         for part in parts:
             owner = getattr(owner, part)
         setattr(owner, name, wrap(getattr(owner, name)))
@@ -175,7 +175,7 @@ def run(argv: list[str], ready: Callable[[], None] | None = None) -> str:
         report = _write_loop(store, agent, float(seconds), int(sample))
     elif command == "delete":  # one audited compare-and-set delete of the rows at version 1
         run_id, *ids = rest
-        result = store.cas_delete({i: 1 for i in ids}, actor="test", action="prune", run_id=run_id)
+        result = store.engine.cas_delete({i: 1 for i in ids}, actor="test", action="prune", run_id=run_id)
         report = {"applied": list(result.applied), "skipped": list(result.skipped_concurrent_edit)}
     elif command == "maintain":
         report = store.maintain()
@@ -239,7 +239,7 @@ def _write_loop(store: Any, agent: str, seconds: float, sample: int) -> dict[str
 
     rng = random.Random(os.getpid())
     applied = commits = 0
-    ids = store.scan(agent, columns=["id"])["id"].to_pylist()
+    ids = store.engine.scan(agent, columns=["id"])["id"].to_pylist()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         rows = store.get_many(rng.sample(ids, min(sample, len(ids))), columns=["id", "version", "reinforcement_count"])
@@ -247,7 +247,7 @@ def _write_loop(store: Any, agent: str, seconds: float, sample: int) -> dict[str
             {"id": r["id"], "version": r["version"], "reinforcement_count": (r["reinforcement_count"] or 0) + 1}
             for r in rows
         ]  # fmt: skip
-        result = store.cas_write(changes, actor="test", action="bump")
+        result = store.engine.cas_write(changes, actor="test", action="bump")
         applied += len(result.applied)
         commits += 1
     return {"applied": applied, "commits": commits}

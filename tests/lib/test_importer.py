@@ -16,7 +16,7 @@ def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore
     calls: list[int] = []
     embed = store.embedder.embed
     store.embedder.embed = lambda texts: (calls.append(len(texts)), embed(texts))[1]  # count, not replace
-    before = len(store.memories.list_versions())
+    before = len(store.engine.memories.list_versions())
     # Unrelated contents: "memory number 3" / "memory number 13" would be flagged as contradicting (a commit more).
     lines = [{"agent_id": f"a{i % 3}", "content": f"{_word(i)} {_word(i + 9)} {_word(i + 17)}"} for i in range(25)]
     seen: list[int] = []
@@ -24,7 +24,7 @@ def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore
     assert (report.lines, report.created, report.batches, report.errors) == (25, 25, 3, ())
     assert (report.semantic_duplicates, report.contradictions) == (0, 0)
     assert calls == [10, 10, 5] and seen == [10, 10, 5]
-    assert len(store.memories.list_versions()) - before == 3
+    assert len(store.engine.memories.list_versions()) - before == 3
 
 
 def _word(i: int) -> str:
@@ -81,7 +81,7 @@ def test_store_managed_fields_survive_export_and_import(store, tmp_path) -> None
 
     a = store.remember("a", "User lives in Berlin", tier="ltm").memory
     b = store.remember("a", "User moved to Munich in May", tier="ltm").memory
-    store.cas_write(
+    store.engine.cas_write(
         [{"id": a["id"], "version": 1, "status": "superseded", "superseded_by": b["id"]}],
         actor="test", action="supersede", audit=True,
     )  # fmt: skip
@@ -141,7 +141,7 @@ CHECKED_LINES = [
 
 def _as_written(store) -> tuple[set[tuple], set[tuple]]:  # type: ignore[no-untyped-def]
     """Every row (hidden ones too) and link of the store, with ids replaced by contents (ids are random)."""
-    rows = [r for agent in store.agents() for r in store.scan(agent).to_pylist()]
+    rows = [r for agent in store.agents() for r in store.engine.scan(agent).to_pylist()]
     content = {r["id"]: (r["agent_id"], r["content"]) for r in rows}
     out = set()
     for r in rows:
@@ -157,7 +157,7 @@ def _as_written(store) -> tuple[set[tuple], set[tuple]]:  # type: ignore[no-unty
     links = {
         (content[k["src_id"]], content[k["dst_id"]], k["rel"])
         for agent in store.agents()
-        for k in store.links_for_agent(agent).to_pylist()
+        for k in store.engine.links_for_agent(agent).to_pylist()
     }
     return out, links
 
@@ -192,12 +192,12 @@ def test_checks_exact_leaves_near_duplicates_and_contradictions_to_the_passes(st
 
 def test_a_bad_line_writes_nothing_of_its_checked_batch(store) -> None:  # type: ignore[no-untyped-def]
     store.remember("a", "User lives in Berlin")
-    before = store.memories_version()
+    before = store.engine.memories_version()
     lines = [json.dumps({"agent_id": a, "content": c}) for a, c, _ in CHECKED_LINES] + ["not json"]
     report = import_jsonl(store, lines)
     assert report.failed_batches == 1 and report.created == 0 and report.errors[0].line == len(CHECKED_LINES) + 1
-    assert store.memories_version() == before and len(store.list_memories("a")) == 1
-    assert store.links_for_agent("a").num_rows == 0
+    assert store.engine.memories_version() == before and len(store.list_memories("a")) == 1
+    assert store.engine.links_for_agent("a").num_rows == 0
 
 
 @pytest.mark.parametrize("when", ["before its read", "before its fold"])
@@ -221,14 +221,14 @@ def test_a_line_whose_fold_target_is_deleted_mid_import_is_written(store, monkey
 
         monkeypatch.setattr(bulk_write, "rows_by_id", rows_by_id)
     else:
-        real_cas = store.cas_write
+        real_cas = store.engine.cas_write
 
         def cas_write(*args, **kwargs):  # type: ignore[no-untyped-def]
             if kwargs.get("action") == "dedup":
                 delete_once()
             return real_cas(*args, **kwargs)
 
-        monkeypatch.setattr(store, "cas_write", cas_write)
+        monkeypatch.setattr(store.engine, "cas_write", cas_write)
     lines = [{"agent_id": "a", "content": "The VPN profile expires in June"}]
     lines.append({"agent_id": "a", "content": "The deploy runs every night at 2"})  # folds into the stored row
     report = import_jsonl(store, lines)

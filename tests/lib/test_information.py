@@ -119,7 +119,7 @@ def test_a_pass_carries_the_score_over_and_backfills_what_is_missing_or_stale(st
     old = store.remember("a", "Sam: haha yes", tier="ltm").memory
     other = store.remember("a", "Dana: my sister lives in Oslo", tier="ltm").memory
     kept = factors_of(fresh)
-    assert store.cas_write(
+    assert store.engine.cas_write(
         [
             {"id": old["id"], "version": old["version"], "importance_factors": None},  # written before the score
             {  # scored by another model, wrongly: the backfill re-scores it

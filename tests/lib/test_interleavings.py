@@ -74,7 +74,7 @@ def run_pass(store: MemoryStore, name: str, now: datetime) -> None:
 
 
 def pre_image_tags(store: MemoryStore, memory_id: str) -> set[str]:
-    found = store.last_pre_image(memory_id)
+    found = store.engine.last_pre_image(memory_id)
     return set(found[0]["tags"] or []) if found else set()
 
 

@@ -33,7 +33,7 @@ def two(store: MemoryStore) -> tuple[str, str]:
 
 def raw_update(store: MemoryStore, memory_id: str, **values: object) -> None:
     """Write around the store's verbs, as a buggy pass would."""
-    store.memories.update(where=eq("id", memory_id), values=values)
+    store.engine.memories.update(where=eq("id", memory_id), values=values)
 
 
 def test_a_clean_store_passes_everything(store: MemoryStore) -> None:
@@ -54,7 +54,7 @@ def test_superseded_row_needs_an_existing_canonical_and_a_link(store: MemoryStor
     raw_update(store, a, status="superseded", superseded_by=b)
     result = superseded_rows_have_canonical(store, A)
     assert not result.passed and "no duplicate-of/supersedes link" in result.violations[0]["problem"]
-    store.add_links([{"agent_id": A, "src_id": a, "dst_id": b, "rel": "duplicate-of", "score": 0.9}])
+    store.engine.add_links([{"agent_id": A, "src_id": a, "dst_id": b, "rel": "duplicate-of", "score": 0.9}])
     assert superseded_rows_have_canonical(store, A).passed
     raw_update(store, a, superseded_by="ghost")
     result = superseded_rows_have_canonical(store, A)
@@ -63,8 +63,8 @@ def test_superseded_row_needs_an_existing_canonical_and_a_link(store: MemoryStor
 
 def test_superseding_through_the_write_path_is_audited(store: MemoryStore) -> None:
     a, b = two(store)
-    assert mark_superseded(store, store.get(a, track_access=False), by=b, reason="test", actor="test")
-    store.add_links([{"agent_id": A, "src_id": b, "dst_id": a, "rel": "supersedes", "score": 0.9}])
+    assert mark_superseded(store.engine, store.get(a, track_access=False), by=b, reason="test", actor="test")
+    store.engine.add_links([{"agent_id": A, "src_id": b, "dst_id": a, "rel": "supersedes", "score": 0.9}])
     assert all(r.passed for r in check_all(store, A))
     raw_update(store, b, status="archived")  # archived by hand: no pre-image
     result = hidden_rows_have_audit_pre_image(store, A)
@@ -73,7 +73,7 @@ def test_superseding_through_the_write_path_is_audited(store: MemoryStore) -> No
 
 def test_contradicted_row_needs_its_partner(store: MemoryStore) -> None:
     a, b = two(store)
-    mark_contradicted(store, [(a, b), (b, a)], reason="test", actor="test")
+    mark_contradicted(store.engine, [(a, b), (b, a)], reason="test", actor="test")
     assert contradicted_rows_have_partner(store, A).passed
     raw_update(store, a, contradiction_with=["ghost"])
     result = contradicted_rows_have_partner(store, A)
@@ -87,7 +87,7 @@ def test_a_row_gone_without_a_pre_image_is_caught(store: MemoryStore) -> None:
     store.update(a, expected_version=1, tags=["x"])  # leaves an audit trail of the row
     store.delete(b)  # audited: fine
     assert hidden_rows_have_audit_pre_image(store, A).passed
-    store.memories.delete(eq("id", a))  # not audited
+    store.engine.memories.delete(eq("id", a))  # not audited
     result = hidden_rows_have_audit_pre_image(store, A)
     assert not result.passed and result.violations == (
         {"id": a, "problem": "gone from memories without an audited pre-image"},
@@ -138,10 +138,12 @@ def test_invariants_hold_after_any_sequence_of_store_verbs(
             store.restore(gone.pop())
         elif verb == "supersede" and len(live) >= 2:
             old, new = live[0], live[1]
-            if mark_superseded(store, store.get(old, track_access=False), by=new, reason="t", actor="t"):
-                store.add_links([{"agent_id": A, "src_id": old, "dst_id": new, "rel": "duplicate-of", "score": 0.9}])
+            if mark_superseded(store.engine, store.get(old, track_access=False), by=new, reason="t", actor="t"):
+                store.engine.add_links(
+                    [{"agent_id": A, "src_id": old, "dst_id": new, "rel": "duplicate-of", "score": 0.9}]
+                )
         elif verb == "contradict" and len(live) >= 2:
-            mark_contradicted(store, [(live[0], live[-1]), (live[-1], live[0])], reason="t", actor="t")
+            mark_contradicted(store.engine, [(live[0], live[-1]), (live[-1], live[0])], reason="t", actor="t")
         assert versions_never_go_backwards(store, A).passed
     failed = [r for r in check_all(store, A) if not r.passed]
     assert not failed, [(r.name, r.violations) for r in failed]

@@ -159,7 +159,9 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 def _is_store(dotted: str) -> bool:
-    """Whether an expression names a store: ``store``, ``self.store``, ``st.store``, ``store()``, ``x.open()``."""
+    """Whether an expression names a store or its engine: ``store``, ``self.store``, ``st.store``, ``store()``,
+    ``x.open()``, ``store.engine``."""
+    dotted = dotted.removesuffix(".engine")
     last = dotted.rsplit(".", 1)[-1]
     return last in ("store", "store()", "open()")
 
@@ -191,10 +193,11 @@ def store_internals_outside_store() -> list[str]:
 
 
 def test_the_scan_sees_table_access() -> None:
-    tree = ast.parse("store.memories.search()\nself.store.audit.table.add(x)\nengram.open().memories\nst.db")
+    tree = ast.parse("store.engine.memories.search()\nself.store.audit.table.add(x)\nengram.open().memories\nst.db")
     owners = [_dotted(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
-    assert "engram.open()" in owners and "self.store.audit" in owners
-    assert _is_store("self.store") and _is_store("engram.open()") and not _is_store("st")
+    assert "engram.open()" in owners and "self.store.audit" in owners and "store.engine" in owners
+    assert _is_store("self.store") and _is_store("engram.open()") and _is_store("store.engine")
+    assert not _is_store("st")
 
 
 def test_no_table_or_private_store_helper_outside_the_store() -> None:

@@ -27,6 +27,7 @@ from engram_pipeline.lifecycle.contradictions import detect_contradictions
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,7 @@ row_spec = st.tuples(
 PASSES = ["flag", "supersede", "merge", "merge_edited", "flag_edited", "delete"] + (["decay"] if HAS_DECAY else [])
 
 
-class EditBeforeWrite(MemoryStore):
+class EditBeforeWrite(ShardedEngine):
     """The real store, with an agent's edit landing just before the pass's first compare-and-set."""
 
     edits: list[Any]
@@ -77,10 +78,10 @@ def build(store: MemoryStore, spec: list[tuple[int, int, int, float, int, float]
         w = np.random.default_rng(1000 + i).normal(size=384)
         w = unit(w - (w @ base) * base)
         content = REPHRASE[wording].format(template.format(values[value]))
-        row = store.new_row("a", content, created_at=NOW - timedelta(days=age, minutes=i), importance=importance)
+        row = store.engine.new_row("a", content, created_at=NOW - timedelta(days=age, minutes=i), importance=importance)
         row["vector"] = [float(x) for x in unit(cosine * base + np.sqrt(1 - cosine**2) * w)]
         rows.append(row)
-    store.insert_rows(rows)
+    store.engine.insert_rows(rows)
 
 
 def snapshot(store: MemoryStore) -> dict[str, dict[str, Any]]:
@@ -99,7 +100,7 @@ def edit(store: MemoryStore, row: dict[str, Any]) -> dict[str, Any]:
     return store.update(row["id"], expected_version=row["version"], content=row["content"] + " (edited)")
 
 
-def run(store: EditBeforeWrite, name: str) -> None:
+def run(store: MemoryStore, name: str) -> None:
     """Run one pass; the ``*_edited`` variants race an agent's edit against it and check the edit survives."""
     if name in ("flag", "supersede"):
         detect_contradictions(store, "a", policy=name, now=NOW)
@@ -117,10 +118,10 @@ def run(store: EditBeforeWrite, name: str) -> None:
         live = [r for r in snapshot(store).values() if visible(r)]
         if live:
             target = live[0]
-            store.edits = [lambda: edit(store, target)]
+            store.engine.edits = [lambda: edit(store, target)]
             detect_contradictions(store, "a", now=NOW)
-            raced = not store.edits  # the pass had something to write, and the edit landed just before it
-            store.edits = []
+            raced = not store.engine.edits  # the pass had something to write, and the edit landed just before it
+            store.engine.edits = []
             if raced:
                 after = store.get(target["id"], track_access=False)
                 assert after["content"] == target["content"] + " (edited)"
@@ -138,7 +139,7 @@ def run(store: EditBeforeWrite, name: str) -> None:
 @given(spec=st.lists(row_spec, min_size=2, max_size=7), passes=st.lists(st.sampled_from(PASSES), max_size=4))
 def test_restore_after_any_sequence_of_passes_gives_back_the_row(spec: list[Any], passes: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = EditBeforeWrite.open(tmp, settings=SETTINGS)
+        store = MemoryStore(EditBeforeWrite.open(tmp, settings=SETTINGS))
         build(store, spec)
         expected: dict[str, dict[str, Any]] = {}  # hidden id -> the row just before the pass that hid it
         for name in passes:
@@ -159,23 +160,23 @@ def test_restore_after_any_sequence_of_passes_gives_back_the_row(spec: list[Any]
 @given(spec=st.lists(row_spec, min_size=2, max_size=7), first=st.lists(st.sampled_from(PASSES), max_size=2))
 def test_second_run_of_a_pass_changes_nothing(spec: list[Any], first: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = EditBeforeWrite.open(tmp, settings=SETTINGS)
+        store = MemoryStore(EditBeforeWrite.open(tmp, settings=SETTINGS))
         build(store, spec)
         for name in first:
             run(store, name)
         for name in ("flag", "supersede", "merge"):
             run(store, name)
             versions = {i: r["version"] for i, r in snapshot(store).items()}
-            links = store.links_for_agent("a").num_rows
+            links = store.engine.links_for_agent("a").num_rows
             run(store, name)
             assert {i: r["version"] for i, r in snapshot(store).items()} == versions, name
-            assert store.links_for_agent("a").num_rows == links, name
+            assert store.engine.links_for_agent("a").num_rows == links, name
 
 
 def test_apply_of_a_stale_plan_never_writes_a_moved_row() -> None:
     """Every row of a plan moved before the apply: nothing is written, everything is counted."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = EditBeforeWrite.open(tmp, settings=SETTINGS)
+        store = MemoryStore(EditBeforeWrite.open(tmp, settings=SETTINGS))
         build(store, [(1, 0, w, c, 1, 0.5) for w, c in ((0, 0.95), (1, 0.92), (2, 0.9))])
         plan = consolidate_corpus(store, "a", now=NOW)
         planned = [plan.per_cluster[0]["canonical_id"]] + [m["id"] for m in plan.per_cluster[0]["members"]]

@@ -50,9 +50,9 @@ def test_the_package_is_marked_typed() -> None:
     assert '"py.typed"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
-# The public surface, written out: every root name, and each public method and property of MemoryStore, with its
-# signature. docs/library.md holds it between these markers; a change to the surface changes that page too
-# (`python tests/lib/test_public_api.py --write` rewrites the block).
+# The public surface, written out: every root name, and each public attribute, method and property of MemoryStore
+# (and Settings), with its signature. docs/library.md holds it between these markers; a change to the surface
+# changes that page too (`python tests/lib/test_public_api.py --write` rewrites the block).
 LIBRARY_DOC = ROOT / "docs" / "library.md"
 BEGIN, END = "<!-- public surface: begin -->", "<!-- public surface: end -->"
 
@@ -79,6 +79,10 @@ def _signature(obj: Any) -> str:
 
 def _members(cls: type) -> list[str]:
     lines = []
+    if not dataclasses.is_dataclass(cls):  # a dataclass's annotations are its fields, listed elsewhere
+        annotations = vars(cls).get("__annotations__", {})
+        public = sorted((n, a) for n, a in annotations.items() if not n.startswith("_"))
+        lines += [f"    attribute {n}: {_annotation(a)}" for n, a in public]
     for name in sorted(vars(cls)):
         if name.startswith("_"):
             continue

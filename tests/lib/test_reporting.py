@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 from typing import Any
 
 from assets.demo import _print_review_hint
@@ -18,7 +19,7 @@ def test_dry_run_counts_are_renamed() -> None:
 
 
 class _Plans:
-    """The one store method the demo's review hint reads."""
+    """The one engine method the demo's review hint reads (``store.engine.latest_plan``)."""
 
     def __init__(self, plans: dict[str, dict[str, Any]]) -> None:
         self.plans = plans
@@ -29,12 +30,14 @@ class _Plans:
 
 def test_demo_lists_only_plans_with_clusters() -> None:
     cluster = {"canonical": {"id": "c"}, "members": [{"id": "m1"}, {"id": "m2"}]}
-    store = _Plans(
-        {
-            "a": {"plan_id": "plan-a", "status": "pending", "body": {"clusters": [cluster]}},
-            "b": {"plan_id": "plan-b", "status": "pending", "body": {"clusters": []}},
-            "c": {"plan_id": "plan-c", "status": "applied", "body": {"clusters": [cluster]}},
-        }
+    store = SimpleNamespace(
+        engine=_Plans(
+            {
+                "a": {"plan_id": "plan-a", "status": "pending", "body": {"clusters": [cluster]}},
+                "b": {"plan_id": "plan-b", "status": "pending", "body": {"clusters": []}},
+                "c": {"plan_id": "plan-c", "status": "applied", "body": {"clusters": [cluster]}},
+            }
+        )
     )
     out = io.StringIO()
     _print_review_hint(store, ["a", "b", "c"], applied=False, out=out)

@@ -119,7 +119,7 @@ def corpus_merge(
 @router.get("/corpus-merge/plans", response_model=PlanList)
 def corpus_merge_plans(agent_id: KnownAgentDep, store: StoreDep, status: PlanStatus | None = None) -> Any:
     """The agent's corpus-merge plans, oldest first (only those with ``status``, e.g. ``pending``, if given)."""
-    plans = store.plans_of(agent_id, status=status)
+    plans = store.engine.plans_of(agent_id, status=status)
     return {"data": plans, "count": len(plans)}
 
 

@@ -182,7 +182,7 @@ def test_a_killed_run_resumes_with_its_now_after_its_last_batch(store):
         _add(store, mid, 0.8)
     then = T0 + timedelta(days=2)
     # what a run killed after its first batch (rows up to "b1") leaves behind
-    store.set_cursor(
+    store.engine.set_cursor(
         "confidence_decay",
         "a",
         {
@@ -200,7 +200,7 @@ def test_a_killed_run_resumes_with_its_now_after_its_last_batch(store):
     rows = {r["id"]: r for r in store.get_many(["a1", "b1", "c1", "d1"])}
     assert rows["a1"]["version"] == 1 and rows["b1"]["version"] == 1  # done before the kill: not rewritten
     assert rows["c1"]["decayed_at"] == then and rows["d1"]["decayed_at"] == then  # the run's own now
-    assert store.get_cursor("confidence_decay", "a")["done"] is True
+    assert store.engine.get_cursor("confidence_decay", "a")["done"] is True
 
 
 def test_tier_ranges_partition_the_unit_interval_as_confidence_tier_does(store):

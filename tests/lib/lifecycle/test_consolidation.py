@@ -21,6 +21,7 @@ from engram_pipeline.lifecycle.schemas import derive_schemas, schema_attributes
 from engram_pipeline.model import loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 from tests.constants import SEED_POLICY
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -48,7 +49,7 @@ def test_a_repeated_claim_becomes_one_belief_linked_to_its_episodes(store):
     assert belief["content"] == "User lives in Berlin."
     assert belief["source"] == "derived" and belief["tier"] == "ltm"
     assert belief["confidence"] == pytest.approx(1.0 * (1 - math.exp(-3 / K)), abs=1e-6)
-    links = store.links_of([belief["id"]], rel="derived-from")
+    links = store.engine.links_of([belief["id"]], rel="derived-from")
     assert {(x["src_id"], x["dst_id"]) for x in links} == {(belief["id"], i) for i in ids}
 
 
@@ -83,7 +84,7 @@ def test_a_rephrased_repetition_reinforces_the_belief_instead_of_duplicating_it(
     [again] = derived(store, "semantic")
     assert again["id"] == belief["id"] and again["reinforcement_count"] == 1
     assert again["confidence"] > belief["confidence"]
-    assert len(store.links_of([belief["id"]], rel="derived-from")) == 3
+    assert len(store.engine.links_of([belief["id"]], rel="derived-from")) == 3
     third = consolidate(store, "a", scope="recent", now=T0 + timedelta(hours=4))
     assert (third.episodes_scanned, third.beliefs_reinforced) == (0, 0)
 
@@ -132,7 +133,7 @@ def test_procedures_from_successful_trigger_action_episodes(store):
     assert set(got) == {"When the build fails, clear the cache.", "When deploying on Friday, announce it in #ops."}
     assert got["When the build fails, clear the cache."]["confidence"] == pytest.approx((2 / 3) * (2 / 3))
     assert got["When deploying on Friday, announce it in #ops."]["confidence"] == pytest.approx(2 / 3)
-    assert len(store.links_of([got["When the build fails, clear the cache."]["id"]], rel="derived-from")) == 2
+    assert len(store.engine.links_of([got["When the build fails, clear the cache."]["id"]], rel="derived-from")) == 2
     assert detect_procedures(store, "a", None).procedures_created == 0  # nothing new: nothing written
     episode(store, "After the build fails, we should clear the cache", outcome="success")
     again = detect_procedures(store, "a", None)
@@ -154,7 +155,7 @@ def test_a_schema_from_confident_consistent_facts_updated_not_duplicated(store):
     assert schema["content"] == "Profile of user: editor=vim; employer=Acme; location=Berlin; prefers=Python"
     assert schema["source"] == "derived"
     assert schema_attributes(schema) == {"editor": "vim", "employer": "Acme", "location": "Berlin", "prefers": "Python"}
-    links = store.links_of([schema["id"]], rel="derived-from")
+    links = store.engine.links_of([schema["id"]], rel="derived-from")
     assert {x["dst_id"] for x in links} == {f["id"] for f in facts[:4]}
     assert derive_schemas(store, "a").schemas_updated == 0
     _facts(store, ["User uses git"])
@@ -260,11 +261,11 @@ def test_consolidate_twice_changes_nothing_the_second_time(picks):
             text, outcome, meta = POOL[k]
             store.remember("a", text, kind="episodic", outcome=outcome, metadata=meta)
         consolidate(store, "a", scope="full", now=T0)
-        before = {r["id"]: r["version"] for r in store.scan("a", columns=["id", "version"]).to_pylist()}
-        links = store.links_for_agent("a").num_rows
+        before = {r["id"]: r["version"] for r in store.engine.scan("a", columns=["id", "version"]).to_pylist()}
+        links = store.engine.links_for_agent("a").num_rows
         second = consolidate(store, "a", scope="full", now=T0 + timedelta(minutes=1))
-        after = {r["id"]: r["version"] for r in store.scan("a", columns=["id", "version"]).to_pylist()}
-        assert after == before and store.links_for_agent("a").num_rows == links
+        after = {r["id"]: r["version"] for r in store.engine.scan("a", columns=["id", "version"]).to_pylist()}
+        assert after == before and store.engine.links_for_agent("a").num_rows == links
         assert (
             second.beliefs_created,
             second.beliefs_reinforced,
@@ -311,7 +312,7 @@ def test_consolidate_takes_the_shared_agent_graph(store):
     assert [r["content"] for r in derived(store, "semantic")] == ["User works at Acme."]
 
 
-class DeleteAfterClustering(MemoryStore):
+class DeleteAfterClustering(ShardedEngine):
     """Deletes ``victim`` (through the store's own ``delete``) right after consolidation's clustering read, before
     its stages read the rows: an episode another pass or an agent takes out of recall mid-run."""
 
@@ -326,12 +327,12 @@ class DeleteAfterClustering(MemoryStore):
 
 
 def test_an_episode_gone_between_clustering_and_the_stages_is_skipped_and_counted(store_uri, settings):
-    store = DeleteAfterClustering.open(store_uri, settings=settings)
+    store = MemoryStore(DeleteAfterClustering.open(store_uri, settings=settings))
     ids = [
         episode(store, t)["id"]
         for t in ("User lives in Berlin", "The user lives in Berlin.", "User lives in Berlin now")
     ]
-    store.victim = ids[0]
+    store.engine.victim = ids[0]
     report = consolidate(store, "a", scope="full")  # raised KeyError in beliefs.vote
     assert (report.clusters, report.beliefs_created, report.skipped_concurrent_edit) == (1, 1, 1)
     [belief] = derived(store, "semantic")

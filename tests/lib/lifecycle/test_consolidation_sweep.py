@@ -51,8 +51,8 @@ def open_store(uri: str, env: dict[str, str]) -> MemoryStore:
 def rows_of(store: MemoryStore, agent: str, i: int, specs: list[tuple[str, dict[str, Any]]], at: datetime) -> list:
     rows = []
     for n, (text, fields) in enumerate(specs):
-        row = store.new_row(agent, text, memory_id=f"{agent}-{at:%d%H}-{n}", created_at=at, **fields)
-        row["vector"] = store.embed([text])[0].tolist()
+        row = store.engine.new_row(agent, text, memory_id=f"{agent}-{at:%d%H}-{n}", created_at=at, **fields)
+        row["vector"] = store.engine.embed([text])[0].tolist()
         rows.append(row)
     return rows
 
@@ -80,7 +80,7 @@ def first_round(store: MemoryStore) -> None:
             *[(f"old remark {n} of {agent}", {"confidence": 0.2}) for n in range(i + 1)],
         ]
         rows += rows_of(store, agent, i, specs, NOW - timedelta(days=3))
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 def second_round(store: MemoryStore) -> None:
@@ -96,12 +96,12 @@ def second_round(store: MemoryStore) -> None:
             ("User likes jazz", {"kind": "semantic", "confidence": 0.9}),
         ]
         rows += rows_of(store, agent, i, specs, NOW + timedelta(hours=2))
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 def snapshot(store: MemoryStore) -> dict[str, Any]:
     """Every agent's rows, links and audit events, ids replaced by the row's agent and content hash."""
-    table = store.scan_agents(AGENTS).to_pylist()
+    table = store.engine.scan_agents(AGENTS).to_pylist()
     name = {r["id"]: f"{r['agent_id']}:{r['content_hash']}" for r in table}
 
     def named(value: Any) -> Any:
@@ -122,12 +122,12 @@ def snapshot(store: MemoryStore) -> dict[str, Any]:
     rows = {name[r["id"]]: plain(r) for r in table}
     links = sorted(
         (r["agent_id"], name.get(r["src_id"], r["src_id"]), name.get(r["dst_id"], r["dst_id"]), r["rel"], r["score"])
-        for r in store.links_for_agent(AGENTS).to_pylist()
+        for r in store.engine.links_for_agent(AGENTS).to_pylist()
     )
     events = Counter(
         (e["agent_id"], e["action"], e["actor"], name.get(e["memory_id"], e["memory_id"]))
         for agent in AGENTS
-        for e in store.audit_for_agent(agent).to_pylist()
+        for e in store.engine.audit_for_agent(agent).to_pylist()
     )
     return {"rows": rows, "links": links, "events": events}
 
@@ -188,7 +188,9 @@ def test_the_sweep_equals_consolidate_agent_by_agent(tmp_path: Path, corpus: str
     for field in ("beliefs_created", "beliefs_reinforced", "procedures_created", "procedures_reinforced",
                   "schemas_created", "schemas_updated", "archived"):  # fmt: skip
         assert did[field] == len(AGENTS), (field, did)
-    saved = [r for shard in swept.shards for r in shard.cursors.table.search().limit(None).to_arrow().to_pylist()]
+    saved = [
+        r for shard in swept.engine.shards for r in shard.cursors.table.search().limit(None).to_arrow().to_pylist()
+    ]
     keys = {r["agent_id"] for r in saved if r["pass_name"] == "consolidate"}
     groups = by_shard(AGENTS, shards)
     assert keys == set(AGENTS) | {f"shard/{k}-of-{shards}" for k, g in groups.items() if len(g) > 1}
@@ -238,7 +240,7 @@ def test_a_row_edited_between_the_decision_and_the_write_is_decided_again(store_
         fact = [("User lives in Berlin", {"kind": "semantic", "confidence": 0.5})]
         episodes = [(t, {"kind": "episodic"}) for t in ("User lives in Berlin now", "The user lives in Berlin.")]
         rows += rows_of(store, agent, i, fact + episodes, NOW - timedelta(days=1))
-    store.insert_rows(rows)
+    store.engine.insert_rows(rows)
     seen = visible_rows(store, agents)
     clusters = episode_clusters(store, agents, scope="full", now=NOW)
     extractor = default_extractor()

@@ -18,6 +18,7 @@ from engram_pipeline.lifecycle.graph import agent_graph, graph_floor
 from engram_pipeline.model import loads_metadata, rows_to_table
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 
 THRESHOLDS = dict(
     duplicate_threshold=0.97, merge_threshold=0.85, contradiction_threshold=0.8, contradiction_threshold_max=0.97
@@ -42,12 +43,12 @@ def topic(seed: int) -> np.ndarray:
 
 def put(store: MemoryStore, content: str, vector: np.ndarray | None, *, age_days: float = 0, **fields: Any) -> str:
     """Insert a row as an import would: no write-time dedup or contradiction check."""
-    row = store.new_row("a", content, created_at=T0 - timedelta(days=age_days))
+    row = store.engine.new_row("a", content, created_at=T0 - timedelta(days=age_days))
     row.update(fields, vector=None if vector is None else [float(x) for x in vector])
     if vector is None:  # merge_insert refuses null vectors; a plain append (as old imports did) keeps them
-        store.memories.add(rows_to_table([row], store.memory_schema))
+        store.engine.memories.add(rows_to_table([row], store.engine.memory_schema))
     else:
-        store.insert_rows([row])
+        store.engine.insert_rows([row])
     return str(row["id"])
 
 
@@ -99,7 +100,7 @@ def test_flag_marks_both_rows_links_them_and_keeps_them_in_recall(store: MemoryS
     for row, partner in ((a, new), (n, old)):
         (entry,) = loads_metadata(row)["contradictions"]
         assert entry["with"] == partner and "value swap" in entry["reason"] and entry["at"]
-    (link,) = store.links_of([old], rel="contradicts")
+    (link,) = store.engine.links_of([old], rel="contradicts")
     assert (link["src_id"], link["dst_id"]) == (new, old)  # newer -> older
     assert link["score"] == pytest.approx(0.9, abs=1e-4) and link["run_id"] == report.cursor["run_id"]
     assert {store.get(i, track_access=False)["status"] for i in (p, q)} == {"active"}
@@ -111,10 +112,10 @@ def test_second_run_changes_nothing(store: MemoryStore) -> None:
     berlin_munich(store)
     detect_contradictions(store, "a")
     before = versions(store)
-    links = store.links_for_agent("a").num_rows
+    links = store.engine.links_for_agent("a").num_rows
     again = detect_contradictions(store, "a")
     assert (again.candidates, again.flagged) == (0, 0)
-    assert versions(store) == before and store.links_for_agent("a").num_rows == links
+    assert versions(store) == before and store.engine.links_for_agent("a").num_rows == links
 
 
 def test_pairs_outside_the_band_or_hidden_are_not_candidates(store: MemoryStore) -> None:
@@ -146,7 +147,7 @@ def test_supersede_hides_the_older_row_audited_and_restorable(store: MemoryStore
     assert loads_metadata(hidden)["superseded"]["by"] == new
     assert store.get(new, track_access=False)["status"] == "active"
     assert [h.memory["id"] for h in store.recall("a", vector=b.tolist(), k=5, track_access=False)] == [new]
-    (link,) = store.links_of([old], rel="supersedes")
+    (link,) = store.engine.links_of([old], rel="supersedes")
     assert (link["src_id"], link["dst_id"]) == (new, old)
     (event,) = [e for e in store.audit_events(old) if e["action"] == "supersede"]
     assert event["actor"] == "contradiction_detection" and event["before"]
@@ -191,7 +192,7 @@ def test_small_batches_and_resume_from_cursor(store: MemoryStore) -> None:
         assert store.get(x, track_access=False)["contradiction_with"] == [y]
 
 
-class EditBeforeWrite(MemoryStore):
+class EditBeforeWrite(ShardedEngine):
     """The real store, with an agent's edit landing just before the pass's first compare-and-set."""
 
     edits: list[Any]
@@ -203,9 +204,9 @@ class EditBeforeWrite(MemoryStore):
 
 
 def test_content_edited_under_the_pass_is_skipped_not_overwritten(tmp_path: Path, settings: Settings) -> None:
-    store = EditBeforeWrite.open(str(tmp_path / "s"), settings=settings.replace(**THRESHOLDS))
+    store = MemoryStore(EditBeforeWrite.open(str(tmp_path / "s"), settings=settings.replace(**THRESHOLDS)))
     old, new, _ = berlin_munich(store)
-    store.edits = [lambda: store.update(old, expected_version=1, content="User lives in Munich too")]
+    store.engine.edits = [lambda: store.update(old, expected_version=1, content="User lives in Munich too")]
     report = detect_contradictions(store, "a")
     assert report.skipped_concurrent_edit == 1
     edited = store.get(old, track_access=False)
@@ -214,9 +215,9 @@ def test_content_edited_under_the_pass_is_skipped_not_overwritten(tmp_path: Path
 
 
 def test_edit_that_keeps_the_content_is_re_read_and_marked(tmp_path: Path, settings: Settings) -> None:
-    store = EditBeforeWrite.open(str(tmp_path / "s"), settings=settings.replace(**THRESHOLDS))
+    store = MemoryStore(EditBeforeWrite.open(str(tmp_path / "s"), settings=settings.replace(**THRESHOLDS)))
     old, new, _ = berlin_munich(store)
-    store.edits = [lambda: store.update(old, expected_version=1, tags=["home"])]
+    store.engine.edits = [lambda: store.update(old, expected_version=1, tags=["home"])]
     report = detect_contradictions(store, "a")
     assert (report.flagged, report.skipped_concurrent_edit) == (1, 0)
     row = store.get(old, track_access=False)

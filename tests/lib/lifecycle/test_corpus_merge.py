@@ -40,12 +40,12 @@ def at_cosine(base: np.ndarray, cosine: float, seed: int) -> np.ndarray:
 
 
 def put(store: MemoryStore, content: str, vector: np.ndarray | None, *, age_days: float = 0, **fields: Any) -> str:
-    row = store.new_row("a", content, created_at=T0 - timedelta(days=age_days))
+    row = store.engine.new_row("a", content, created_at=T0 - timedelta(days=age_days))
     row.update(fields, vector=None if vector is None else [float(x) for x in vector])
     if vector is None:
-        store.memories.add(rows_to_table([row], store.memory_schema))
+        store.engine.memories.add(rows_to_table([row], store.engine.memory_schema))
     else:
-        store.insert_rows([row])
+        store.engine.insert_rows([row])
     return str(row["id"])
 
 
@@ -82,7 +82,7 @@ def test_dry_run_plans_and_writes_nothing_to_memories(store: MemoryStore) -> Non
     report = consolidate_corpus(store, "a")
     assert report.dry_run and report.plan_id
     assert (report.scanned, report.clusters, report.merged, report.skipped_concurrent_edit) == (4, 1, 2, 0)
-    assert versions(store) == before and store.links_for_agent("a").num_rows == 0
+    assert versions(store) == before and store.engine.links_for_agent("a").num_rows == 0
     (cluster,) = report.per_cluster
     assert cluster["canonical_id"] == c and cluster["canonical"] == "The deploy runs every night at two"
     assert [(m["id"], m["content"]) for m in cluster["members"]] == [
@@ -90,7 +90,7 @@ def test_dry_run_plans_and_writes_nothing_to_memories(store: MemoryStore) -> Non
         (m2, "Every night at two the deploy runs"),
     ]
     assert [m["similarity"] for m in cluster["members"]] == pytest.approx([0.92, 0.9], abs=1e-4)
-    plan = store.get_plan(report.plan_id)
+    plan = store.engine.get_plan(report.plan_id)
     assert plan is not None and plan["status"] == "pending"
     (body,) = plan["body"]["clusters"]
     assert body["canonical"] == {"id": c, "content": "The deploy runs every night at two", "version": 1}
@@ -114,9 +114,9 @@ def test_apply_supersedes_members_links_audits_and_unions_tags(store: MemoryStor
         assert merged["into"] == c and merged["reason"] and merged["at"] and merged["plan_id"] == plan.plan_id
         (event,) = [e for e in store.audit_events(m) if e["action"] == "merge"]
         assert event["actor"] == "corpus_consolidation" and event["before"]
-    links = {(r["src_id"], r["dst_id"], r["rel"]) for r in store.links_for_agent("a").to_pylist()}
+    links = {(r["src_id"], r["dst_id"], r["rel"]) for r in store.engine.links_for_agent("a").to_pylist()}
     assert links == {(m1, c, "duplicate-of"), (m2, c, "duplicate-of")}
-    assert store.get_plan(plan.plan_id)["status"] == "applied"  # type: ignore[index]
+    assert store.engine.get_plan(plan.plan_id)["status"] == "applied"  # type: ignore[index]
     assert [h.memory["id"] for h in store.recall("a", vector=topic(0).tolist(), k=5, track_access=False)] == [c]
 
 
@@ -124,11 +124,11 @@ def test_apply_twice_changes_nothing(store: MemoryStore) -> None:
     deploy_cluster(store)
     plan = consolidate_corpus(store, "a")
     apply_corpus_merge(store, "a", plan.plan_id)
-    before, links = versions(store), store.links_for_agent("a").num_rows
+    before, links = versions(store), store.engine.links_for_agent("a").num_rows
     again = apply_corpus_merge(store, "a", plan.plan_id)
     assert (again.merged, again.skipped_concurrent_edit) == (0, 0)
     assert apply_corpus_merge(store, "a").plan_id is None  # nothing pending
-    assert versions(store) == before and store.links_for_agent("a").num_rows == links
+    assert versions(store) == before and store.engine.links_for_agent("a").num_rows == links
     # and a new plan over the merged corpus is empty
     assert consolidate_corpus(store, "a", dry_run=False).merged == 0
     assert versions(store) == before
@@ -193,7 +193,7 @@ def test_canonical_is_highest_importance_then_newest_then_lowest_id(store: Memor
 def test_no_chains_every_member_is_in_the_band_of_its_canonical(store: MemoryStore) -> None:
     # a ~ b and b ~ c at 0.9, but a . c = cos(2 * acos(0.9)) = 0.62: c must not ride along with a. The
     # band rule decides here: the calibrated judge would rightly call a and c (a rewording) duplicates.
-    store.settings = store.settings.replace(judge="rules")
+    store.engine.settings = store.settings.replace(judge="rules")
     e1, e2 = np.eye(384)[0], np.eye(384)[1]
     theta = np.arccos(0.9)
     a = put(store, "The build uses cached wheels", e1, importance=0.9)
@@ -283,7 +283,7 @@ def test_apply_without_a_plan_id_never_picks_among_several_pending_plans(store: 
     """Two plans stored at once (two planners racing) both stay pending: applying without an id names them."""
     deploy_cluster(store)
     first = consolidate_corpus(store, "a").plan_id
-    second = store.save_plan("a", store.get_plan(first)["body"])  # type: ignore[index]
+    second = store.engine.save_plan("a", store.engine.get_plan(first)["body"])  # type: ignore[index]
     before = versions(store)
     with pytest.raises(ValueError, match=f"2 pending corpus-merge plans: {first} .*, {second} "):
         apply_corpus_merge(store, "a")
@@ -303,7 +303,7 @@ def test_pairs_at_or_above_the_duplicate_threshold_are_merged_unless_they_contra
     assert report.judge.startswith("calibrated:")
     (cluster,) = report.per_cluster
     assert cluster["canonical_id"] == keep and [m["id"] for m in cluster["members"]] == [twin]
-    assert store.latest_plan("a", status="pending")["body"]["judge"] == report.judge
+    assert store.engine.latest_plan("a", status="pending")["body"]["judge"] == report.judge
 
 
 def test_candidates_are_bounded_per_row() -> None:

@@ -45,12 +45,13 @@ def planned_store(uri: str, settings: Settings) -> tuple[MemoryStore, str]:
 def snapshot(store: MemoryStore) -> dict[str, Any]:
     rows = {
         r["id"]: {k: v for k, v in r.items() if k not in ("updated_at", "write_token", "version")}
-        for r in store.scan("a").to_pylist()
+        for r in store.engine.scan("a").to_pylist()
     }
     links = sorted(
-        (r["src_id"], r["dst_id"], r["rel"], r["score"], r["run_id"]) for r in store.links_for_agent("a").to_pylist()
+        (r["src_id"], r["dst_id"], r["rel"], r["score"], r["run_id"])
+        for r in store.engine.links_for_agent("a").to_pylist()
     )
-    audit = store.audit_for_agent("a").to_pylist()
+    audit = store.engine.audit_for_agent("a").to_pylist()
     events = Counter((e["action"], e["memory_id"], e["run_id"]) for e in audit)
     return {"rows": rows, "links": links, "events": events}
 
@@ -87,12 +88,12 @@ def test_apply_killed_at_random_commit_boundaries_resumes_to_the_uninterrupted_s
         store = MemoryStore.open(uri, settings=settings)
         report = dataclasses.asdict(apply_corpus_merge(store, "a", plan_id, now=NOW))
         if report["cursor"].get("already_applied"):  # killed after its last commit: the plan holds its report
-            report = store.get_plan(plan_id)["result"]  # type: ignore[index]
+            report = store.engine.get_plan(plan_id)["result"]  # type: ignore[index]
         got = snapshot(store)
         run_id = report["cursor"]["run_id"]
         assert {k: report[k] for k in COUNTS} == {k: twin_report[k] for k in COUNTS}, kill_at
         assert normalise(got, run_id) == normalise(expected, twin_report["cursor"]["run_id"]), kill_at
-        assert store.get_plan(plan_id)["status"] == "applied"  # type: ignore[index]
+        assert store.engine.get_plan(plan_id)["status"] == "applied"  # type: ignore[index]
         assert apply_corpus_merge(store, "a", plan_id).merged == 0  # applied: nothing more
         shutil.rmtree(uri)
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from engram_pipeline.lifecycle.decay import decay_importance
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 from tests.constants import SEED_POLICY
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -33,16 +34,17 @@ def settings() -> Settings:
 
 def add(store: MemoryStore, content: str, *, days: float, pinned: bool = False, access: int = 0) -> dict[str, Any]:
     """Insert one LTM row created ``days`` before NOW, bypassing write-time checks (tests pick the content)."""
-    row = store.new_row("a", content, tier="ltm", pinned=pinned, created_at=NOW - timedelta(days=days),
+    row = store.engine.new_row("a", content, tier="ltm", pinned=pinned, created_at=NOW - timedelta(days=days),
                         access_count=access)
-    row["vector"] = store.embed([content])[0].tolist()
-    assert store.insert_rows([row]) == [row["id"]]
+    row["vector"] = store.engine.embed([content])[0].tolist()
+    assert store.engine.insert_rows([row]) == [row["id"]]
     return row
 
 
 def set_cols(store: MemoryStore, row_id: str, **values: Any) -> None:
     cur = store.get(row_id, track_access=False)
-    assert store.cas_write([{"id": row_id, "version": cur["version"], **values}], actor="test", action="t").applied
+    changed = store.engine.cas_write([{"id": row_id, "version": cur["version"], **values}], actor="test", action="t")
+    assert changed.applied
 
 
 def by_id(store: MemoryStore) -> dict[str, dict[str, Any]]:
@@ -98,13 +100,13 @@ def test_second_run_at_same_now_writes_nothing(store: MemoryStore) -> None:
     for i, days in enumerate((0.1, 2, 9, 45, 80)):
         add(store, f"note {i} about topic {'xyz'[i % 3]}", days=days)
     decay_importance(store, "a", now=NOW)
-    version = store.memories.version
+    version = store.engine.memories.version
     again = decay_importance(store, "a", now=NOW)
     assert (again.updated, again.pruned, again.stale) == (0, 0, 0)
-    assert store.memories.version == version
+    assert store.engine.memories.version == version
 
 
-class EditingStore(MemoryStore):
+class EditingStore(ShardedEngine):
     """A second writer that edits rows through the public API after the pass read them, before it commits:
     ``once`` rows are edited before the first attempt, ``twice`` rows again before the retry (the pass's next
     compare-and-set, which writes what it re-decided from the re-read rows)."""
@@ -132,11 +134,11 @@ class EditingStore(MemoryStore):
 
 
 def test_concurrent_edit_is_recomputed_or_skipped(store_uri: str, settings: Settings) -> None:
-    store = EditingStore.open(store_uri, settings=settings)
+    store = MemoryStore(EditingStore.open(store_uri, settings=settings))
     a = add(store, "the build box is in rack four", days=10)
     b = add(store, "the vpn profile expires in june", days=10)
     c = add(store, "the coffee machine needs descaling", days=10)
-    store.once, store.twice = (a["id"],), (b["id"],)
+    store.engine.once, store.engine.twice = (a["id"],), (b["id"],)
     report = decay_importance(store, "a", now=NOW)
     rows = by_id(store)
     assert report.skipped_concurrent_edit == 1 and report.updated == 2
@@ -145,7 +147,7 @@ def test_concurrent_edit_is_recomputed_or_skipped(store_uri: str, settings: Sett
     assert rows[c["id"]]["status"] == "stale"
 
 
-class CrashingStore(MemoryStore):
+class CrashingStore(ShardedEngine):
     """Dies (like a killed worker) at its ``crash_at``-th compare-and-set of the decay pass."""
 
     crash_at = 0
@@ -160,12 +162,12 @@ class CrashingStore(MemoryStore):
 
 
 def test_resume_after_kill_equals_uninterrupted_run(store_uri: str, settings: Settings, tmp_path: Path) -> None:
-    store = CrashingStore.open(store_uri, settings=settings)
+    store = MemoryStore(CrashingStore.open(store_uri, settings=settings))
     for i, days in enumerate((0.1, 3, 8, 40, 70, 1, 20, 90)):
         add(store, f"memo {i} on subject {'pqrs'[i % 4]}", days=days, access=i % 3)
     twin_uri = str(tmp_path / "twin")
     shutil.copytree(store_uri, twin_uri)
-    store.crash_at = 2
+    store.engine.crash_at = 2
     with pytest.raises(RuntimeError, match="killed"):
         decay_importance(store, "a", now=NOW, batch_size=3)
     resumed = decay_importance(MemoryStore.open(store_uri, settings=settings), "a", batch_size=3)
@@ -192,7 +194,7 @@ def test_property_second_pass_changes_nothing(settings: Settings, rows: list[Any
             add(store, f"fact {i} concerning area {i * 7}", days=days, pinned=pinned, access=access)
         when = NOW + timedelta(days=later)
         decay_importance(store, "a", now=when)
-        snapshot, version = by_id(store), store.memories.version
+        snapshot, version = by_id(store), store.engine.memories.version
         again = decay_importance(store, "a", now=when)
         assert (again.updated, again.pruned, again.skipped_concurrent_edit) == (0, 0, 0)
-        assert store.memories.version == version and by_id(store) == snapshot
+        assert store.engine.memories.version == version and by_id(store) == snapshot

@@ -37,12 +37,12 @@ def seeded(uri: str, settings: Settings) -> MemoryStore:
     for i in range(36):
         days = (0.2, 6, 12, 45, 90, 200)[i % 6]  # fresh, fading, stale, prunable
         content = f"note {i} about topic {'pqrstu'[i % 6]} number {i * 13}"
-        row = store.new_row("a", content, tier="ltm", created_at=NOW - timedelta(days=days), access_count=i % 4)
+        row = store.engine.new_row("a", content, tier="ltm", created_at=NOW - timedelta(days=days), access_count=i % 4)
         if i % 9 == 0:
             row["status"] = "stale"  # already stale: re-scoring it must not count it as newly stale
-        row["vector"] = store.embed([content])[0].tolist()
+        row["vector"] = store.engine.embed([content])[0].tolist()
         rows.append(row)
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
     return store
 
 
@@ -55,7 +55,7 @@ def decay_in_child(uri: str, kill_at: int, out: Path) -> tuple[int | None, dict[
 
 def state(store: MemoryStore) -> dict[str, Any]:
     cols = ("importance", "status", "decayed_at", "content")
-    return {r["id"]: {c: r[c] for c in cols} for r in store.scan("a").to_pylist()}
+    return {r["id"]: {c: r[c] for c in cols} for r in store.engine.scan("a").to_pylist()}
 
 
 def test_a_resumed_decay_reports_the_whole_run(tmp_path: Path, settings: Settings) -> None:
@@ -75,7 +75,7 @@ def test_a_resumed_decay_reports_the_whole_run(tmp_path: Path, settings: Setting
         code, _ = decay_in_child(uri, kill_at, tmp_path / f"k{n}.json")
         assert code == -signal.SIGKILL, (kill_at, code)
         store = MemoryStore.open(uri, settings=settings)
-        saved = store.get_cursor("ltm_decay", "a") or {}
+        saved = store.engine.get_cursor("ltm_decay", "a") or {}
         if saved.get("done"):  # killed after the run finished (giving back its lease): its cursor has the totals
             counts = {k: saved[f"total_{k}"] for k in COUNTS}
         else:
@@ -83,5 +83,5 @@ def test_a_resumed_decay_reports_the_whole_run(tmp_path: Path, settings: Setting
             counts = {k: getattr(report, k) for k in COUNTS}
         assert counts == {k: twin[k] for k in COUNTS}, kill_at
         assert state(store) == expected, kill_at
-        assert store.audit_for_agent("a", actions=["prune"]).num_rows == twin["pruned"], kill_at
+        assert store.engine.audit_for_agent("a", actions=["prune"]).num_rows == twin["pruned"], kill_at
         shutil.rmtree(uri)

@@ -36,10 +36,10 @@ def labelled() -> list[dict[str, str]]:
 def write(store: MemoryStore, agent: str, texts: list[str], *, at: datetime = T0, kind: str = "semantic") -> list[str]:
     """Rows written at ``at`` as an agent stores them (the write path's own row, its score included), in one
     insert: every text lands, none collapses into another (a near-duplicate greeting would, and be one row)."""
-    rows = [store.new_row(agent, t, tier="ltm", kind=kind, created_at=at) for t in texts]
-    for row, vector in zip(rows, store.embed(texts), strict=True):
+    rows = [store.engine.new_row(agent, t, tier="ltm", kind=kind, created_at=at) for t in texts]
+    for row, vector in zip(rows, store.engine.embed(texts), strict=True):
         row["vector"] = vector.tolist()
-    return store.insert_rows(rows)
+    return store.engine.insert_rows(rows)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def test_health_counts_and_score(store):
     store.remember("a", "User lives in Munich", confidence=0.8, created_at=NOW - timedelta(days=1))
     gone = store.remember("a", "User collects stamps", confidence=0.6, created_at=NOW - timedelta(days=2)).memory
     row = store.get(gone["id"], track_access=True)  # read once, then archived
-    store.cas_write(
+    store.engine.cas_write(
         [{"id": row["id"], "version": row["version"], "status": "archived"}], actor="t", action="archive", audit=True
     )
     report = health(store, "a", now=NOW)
@@ -50,9 +50,10 @@ def test_health_counts_and_score(store):
 
 
 def test_duplicate_ratio_from_the_pending_merge_plan(store):
-    store.settings = store.settings.replace(judge="rules")  # the calibrated judge collapses "enjoys" at write time
+    # the calibrated judge collapses "enjoys" at write time
+    store.engine.settings = store.settings.replace(judge="rules")
     ids = [store.remember("a", t).memory["id"] for t in ("User likes jazz", "User enjoys jazz", "User owns a cat")]
-    store.save_plan("a", {"clusters": [{"canonical": {"id": ids[0]}, "members": [{"id": ids[1]}]}]})
+    store.engine.save_plan("a", {"clusters": [{"canonical": {"id": ids[0]}, "members": [{"id": ids[1]}]}]})
     report = health(store, "a", now=NOW)
     assert report.duplicate_source == "plan"
     assert report.duplicate_cluster_ratio == pytest.approx(2 / 3)
@@ -69,13 +70,13 @@ def test_health_chart_writes_a_png(store, tmp_path):
 
 def test_imported_near_duplicates_above_the_duplicate_threshold_count_without_a_plan(store):
     # Import removes exact duplicates only and leaves the rest to the merge: health must still see them.
-    base = store.embed(["The deploy runs every night at two"])[0]
+    base = store.engine.embed(["The deploy runs every night at two"])[0]
     rows = []
     for text in ("The deploy runs every night at two", "The deploy runs every night at two.", "User owns a cat"):
-        row = store.new_row("a", text)
-        row["vector"] = (base if "deploy" in text else store.embed([text])[0]).tolist()
+        row = store.engine.new_row("a", text)
+        row["vector"] = (base if "deploy" in text else store.engine.embed([text])[0]).tolist()
         rows.append(row)
-    store.insert_rows(rows)
+    store.engine.insert_rows(rows)
     report = health(store, "a", now=NOW)
     assert report.duplicate_source == "graph"
     assert report.duplicate_cluster_ratio == pytest.approx(2 / 3)

@@ -40,9 +40,9 @@ PASSES: dict[str, Callable[[MemoryStore, str], Any]] = {
 
 
 def _commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = store.table_versions()
+    before = store.engine.table_versions()
     run()
-    after = store.table_versions()
+    after = store.engine.table_versions()
     return {name: after[name] - before[name] for name in before if after[name] != before[name]}
 
 
@@ -59,7 +59,7 @@ def test_a_second_run_on_an_idle_agent_commits_nothing(store: MemoryStore, name:
 def test_an_agent_with_no_due_work_commits_nothing(store: MemoryStore, name: str) -> None:
     store.remember("other", "User lives in Berlin")
     assert _commits(store, lambda: PASSES[name](store, "a")) == {}
-    assert store.latest_plan("a", status="pending") is None  # a dry run with zero clusters stores no plan
+    assert store.engine.latest_plan("a", status="pending") is None  # a dry run with zero clusters stores no plan
 
 
 def test_the_checks_and_the_watermark_of_an_idle_agent_commit_nothing(store: MemoryStore) -> None:
@@ -82,7 +82,7 @@ def test_opening_a_store_opens_its_tables_by_name_without_listing(
     created = MemoryStore.open(store_uri, settings=settings)  # creates every table
     created.remember("a", "User lives in Berlin")
     again = MemoryStore.open(store_uri, settings=settings, create=False)
-    assert again.count("a") == 1 and set(again.tables()) == set(created.tables())
+    assert again.count("a") == 1 and set(again.engine.tables()) == set(created.engine.tables())
     with pytest.raises(StoreNotFound):
         MemoryStore.open(f"{store_uri}-missing", settings=settings, create=False)
 

@@ -59,7 +59,7 @@ def test_a_rejected_cluster_is_recorded_kept_and_the_others_are_merged(store: Me
         assert (note["plan_id"], note["cluster"], note["canonical_id"]) == (plan.plan_id, no, c)
         assert set(note["content_hash"]) == {c, m1, m2}
     assert rejections_of(store, "a", str(plan.plan_id)) == {no}
-    applied = store.get_plan(str(plan.plan_id))
+    applied = store.engine.get_plan(str(plan.plan_id))
     assert applied is not None and applied["status"] == "applied" and applied["result"]["rejected"] == [no]
 
 
@@ -75,7 +75,7 @@ def test_a_rejected_cluster_is_not_proposed_again_even_after_a_re_score(store: M
 
 
 def test_a_rejected_cluster_comes_back_when_a_member_content_changes(store: MemoryStore) -> None:
-    store.settings = store.settings.replace(judge="rules")  # the band decides: the edit below adds a detail
+    store.engine.settings = store.settings.replace(judge="rules")  # the band decides: the edit below adds a detail
     (c, m1, m2), _ = two_clusters(store)
     plan = consolidate_corpus(store, "a")
     apply_corpus_merge(store, "a", plan.plan_id, reject=[cluster_of(plan, c)])
@@ -83,7 +83,7 @@ def test_a_rejected_cluster_comes_back_when_a_member_content_changes(store: Memo
     store.update(m1, expected_version=1, content="Deploy runs every night at two, UTC")
     # keep it in the band of its canonical: the content changed, the meaning did not (the hashing embedder
     # would place the new words elsewhere)
-    store.cas_write([{"id": m1, "version": 2, "vector": vector}], actor="test", action="edit")
+    store.engine.cas_write([{"id": m1, "version": 2, "vector": vector}], actor="test", action="edit")
     again = consolidate_corpus(store, "a")
     # the changed row's pairs are free again; the pair the reviewer rejected and nobody changed is not
     (cluster,) = again.per_cluster
@@ -93,12 +93,12 @@ def test_a_rejected_cluster_comes_back_when_a_member_content_changes(store: Memo
 def test_bad_cluster_numbers_are_refused_and_nothing_is_written(store: MemoryStore) -> None:
     two_clusters(store)
     plan = consolidate_corpus(store, "a")
-    before, audit = versions(store), store.audit_for_agent("a").num_rows
+    before, audit = versions(store), store.engine.audit_for_agent("a").num_rows
     for bad in ([3], [0], [-1], [True]):
         with pytest.raises(InvalidInput, match=r"has 2 clusters \(numbered 1 to 2\); cannot reject"):
             apply_corpus_merge(store, "a", plan.plan_id, reject=bad)
-    assert versions(store) == before and store.audit_for_agent("a").num_rows == audit
-    assert store.get_plan(str(plan.plan_id))["status"] == "pending"  # type: ignore[index]
+    assert versions(store) == before and store.engine.audit_for_agent("a").num_rows == audit
+    assert store.engine.get_plan(str(plan.plan_id))["status"] == "pending"  # type: ignore[index]
     with pytest.raises(InvalidInput, match="no pending corpus-merge plan: nothing to reject"):
         apply_corpus_merge(store, "b", reject=[1])
 
@@ -107,7 +107,7 @@ def test_a_discarded_plan_is_never_applied_and_its_clusters_may_come_back(store:
     two_clusters(store)
     plan = consolidate_corpus(store, "a")
     pid = str(plan.plan_id)
-    before, audit = versions(store), store.audit_for_agent("a").num_rows
+    before, audit = versions(store), store.engine.audit_for_agent("a").num_rows
     report = discard_plan(store, "a", pid, actor="cli")
     assert (report.status, report.discarded, report.clusters) == ("discarded", True, 2)
     again = discard_plan(store, "a", pid)  # idempotent
@@ -116,7 +116,7 @@ def test_a_discarded_plan_is_never_applied_and_its_clusters_may_come_back(store:
         with pytest.raises(PlanClosed, match=f"plan {pid} was discarded by cli at .*Nothing was applied"):
             apply_corpus_merge(store, "a", pid, reject=reject)
     assert apply_corpus_merge(store, "a").plan_id is None  # nothing pending
-    assert versions(store) == before and store.audit_for_agent("a").num_rows == audit
+    assert versions(store) == before and store.engine.audit_for_agent("a").num_rows == audit
     # nothing is held against a discarded plan's clusters
     assert canonicals(consolidate_corpus(store, "a")) == canonicals(plan)
 
@@ -132,7 +132,7 @@ def test_discard_refuses_an_applied_plan_another_agents_and_an_unknown_one(store
     apply_corpus_merge(store, "a", pid)
     with pytest.raises(InvalidInput, match="was applied already: restore brings back"):
         discard_plan(store, "a", pid)
-    assert store.get_plan(pid)["status"] == "applied"  # type: ignore[index]
+    assert store.engine.get_plan(pid)["status"] == "applied"  # type: ignore[index]
 
 
 def test_a_newer_plan_expires_the_older_pending_ones_only(store: MemoryStore) -> None:
@@ -147,7 +147,7 @@ def test_a_newer_plan_expires_the_older_pending_ones_only(store: MemoryStore) ->
     put(store, "Build uses the cached wheels", at_cosine(topic(7), 0.92, 8), importance=0.1)
     new = consolidate_corpus(store, "a")
     assert new.expired == (old.plan_id,) and new.plan_id != old.plan_id
-    statuses = {p["plan_id"]: p["status"] for p in store.plans_of("a")}
+    statuses = {p["plan_id"]: p["status"] for p in store.engine.plans_of("a")}
     assert statuses == {applied.plan_id: "applied", old.plan_id: "expired", new.plan_id: "pending"}
     with pytest.raises(PlanClosed, match=f"expired: plan {new.plan_id} was made after it"):
         apply_corpus_merge(store, "a", old.plan_id)
@@ -157,13 +157,15 @@ def test_a_newer_plan_expires_the_older_pending_ones_only(store: MemoryStore) ->
 def test_a_plan_whose_apply_was_interrupted_neither_expires_nor_is_discarded(store: MemoryStore) -> None:
     deploy_cluster(store)
     pid = str(consolidate_corpus(store, "a").plan_id)
-    store.set_cursor("corpus_merge_apply", "a", {"scope": {"plan_id": pid}, "done": False, "run_id": "r", "now": "x"})
+    store.engine.set_cursor(
+        "corpus_merge_apply", "a", {"scope": {"plan_id": pid}, "done": False, "run_id": "r", "now": "x"}
+    )
     with pytest.raises(InvalidInput, match="interrupted part way: apply it again to finish"):
         discard_plan(store, "a", pid)
     put(store, "Unrelated fact about lunch", topic(9))
     put(store, "Unrelated fact about lunches", at_cosine(topic(9), 0.95, 10))
     assert consolidate_corpus(store, "a").expired == ()
-    assert store.get_plan(pid)["status"] == "pending"  # type: ignore[index]
+    assert store.engine.get_plan(pid)["status"] == "pending"  # type: ignore[index]
 
 
 def test_an_interrupted_apply_resumes_only_with_the_same_rejections(store: MemoryStore) -> None:
@@ -171,7 +173,7 @@ def test_an_interrupted_apply_resumes_only_with_the_same_rejections(store: Memor
 
     two_clusters(store)
     pid = str(consolidate_corpus(store, "a").plan_id)
-    plan = store.get_plan(pid)
+    plan = store.engine.get_plan(pid)
     assert plan is not None
     record_rejections(store, plan, (1,), actor="reviewer", run_id="r1")  # what a killed apply left
     before = versions(store)

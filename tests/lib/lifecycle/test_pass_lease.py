@@ -36,10 +36,10 @@ def _seed(store: MemoryStore, n: int) -> None:
     rows = []
     for i in range(n):
         content = f"forgotten note number {i} about item {i * 7}"
-        row = store.new_row("a", content, tier="ltm", created_at=NOW - timedelta(days=120 + i))
-        row["vector"] = store.embed([content])[0].tolist()
+        row = store.engine.new_row("a", content, tier="ltm", created_at=NOW - timedelta(days=120 + i))
+        row["vector"] = store.engine.embed([content])[0].tolist()
         rows.append(row)
-    assert len(store.insert_rows(rows)) == n
+    assert len(store.engine.insert_rows(rows)) == n
 
 
 def test_two_concurrent_decay_runs_prune_and_audit_each_row_once(
@@ -55,8 +55,8 @@ def test_two_concurrent_decay_runs_prune_and_audit_each_row_once(
     results = run_all(procs)
     assert all(code == 0 for code, _, _ in results), [err[-2000:] for _, _, err in results]
     reports = [r for _, r, _ in results]
-    events = store.audit_for_agent("a", actions=["prune"])
-    assert store.scan("a").num_rows == 0
+    events = store.engine.audit_for_agent("a", actions=["prune"])
+    assert store.engine.scan("a").num_rows == 0
     assert events.num_rows == 40  # before the lease: 80, one per run
     assert sum(r["pruned"] for r in reports) == 40
     # the second run waited for the first, then found nothing left to prune
@@ -69,14 +69,14 @@ def test_a_killed_holder_is_taken_over(store: MemoryStore, store_uri: str, tmp_p
     victim = spawn("decay", store_uri, "a", NOW.isoformat(), "2", env={"ENGRAM_TEST_KILL_AT": "9"})
     victim.communicate(timeout=60)
     assert victim.returncode == -signal.SIGKILL
-    holder = store.lease_holder("ltm_decay/a")
+    holder = store.engine.lease_holder("ltm_decay/a")
     assert holder is not None and json.loads(holder)["pid"] == victim.pid  # the dead process still holds it
     cursor = PassCursor.start(store, "ltm_decay", "a")
     assert cursor.lease is not None and cursor.lease.taken_over is not None
     assert cursor.lease.taken_over["pid"] == victim.pid and cursor.state["resumed"] == 1
     summary = cursor.finish()
     assert summary["lease_taken_over"]["pid"] == victim.pid
-    assert store.lease_holder("ltm_decay/a") is None
+    assert store.engine.lease_holder("ltm_decay/a") is None
 
 
 def test_a_live_holder_makes_the_second_run_wait_then_fail_clearly(
@@ -86,12 +86,12 @@ def test_a_live_holder_makes_the_second_run_wait_then_fail_clearly(
     live = {"token": "x", "host": socket.gethostname(), "pid": os.getppid(), "thread": 1,
             "pid_started": _lease._process_started(os.getppid()),
             "expires_at": (datetime.now(UTC) + timedelta(minutes=5)).isoformat()}  # fmt: skip
-    store.lease_holder("ltm_decay/a")
-    assert store.swap_lease("ltm_decay/a", None, json.dumps(live, sort_keys=True))
+    store.engine.lease_holder("ltm_decay/a")
+    assert store.engine.swap_lease("ltm_decay/a", None, json.dumps(live, sort_keys=True))
     monkeypatch.setattr(_lease, "LEASE_WAIT", timedelta(seconds=0.3))
     with pytest.raises(PassBusy, match="running elsewhere"):
         PassCursor.start(store, "ltm_decay", "a")
-    assert store.get_cursor("ltm_decay", "a") is None  # nothing started
+    assert store.engine.get_cursor("ltm_decay", "a") is None  # nothing started
 
 
 def test_a_run_that_raised_does_not_block_the_next(store_uri: str, settings: Settings) -> None:
@@ -108,9 +108,9 @@ def test_a_run_that_raised_does_not_block_the_next(store_uri: str, settings: Set
     gc.collect()  # the cursor is garbage: its heartbeat gives the lease back
     other = MemoryStore.open(store_uri, settings=settings)
     deadline = time.monotonic() + 10
-    while other.lease_holder("ltm_decay/a") is not None and time.monotonic() < deadline:
+    while other.engine.lease_holder("ltm_decay/a") is not None and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert other.lease_holder("ltm_decay/a") is None
+    assert other.engine.lease_holder("ltm_decay/a") is None
     again = PassCursor.start(store, "ltm_decay", "a")
     assert again.state["resumed"] == 1 and again.after == "0"
     again.finish()
@@ -147,7 +147,7 @@ def test_racing_deletes_of_the_same_rows_claim_and_audit_each_once(
     """Two runs of different passes may still delete the same rows at once: each row is claimed, and its
     pre-image audited, by the one whose commit removed it (both used to count it and keep an event)."""
     _seed(store, 30)
-    ids = store.scan("a", columns=["id"])["id"].to_pylist()
+    ids = store.engine.scan("a", columns=["id"])["id"].to_pylist()
     go = tmp_path / "go"
     outs = [tmp_path / f"d{k}.json" for k in range(3)]
     procs = [
@@ -160,7 +160,7 @@ def test_racing_deletes_of_the_same_rows_claim_and_audit_each_once(
         assert p.exitcode == 0
     applied = [i for o in outs for i in json.loads(o.read_text())["applied"]]
     assert sorted(applied) == sorted(ids)
-    events = store.audit_for_agent("a", actions=["prune"]).to_pylist()
+    events = store.engine.audit_for_agent("a", actions=["prune"]).to_pylist()
     assert sorted(e["memory_id"] for e in events) == sorted(ids)
 
 
@@ -178,9 +178,9 @@ def test_a_run_that_raised_gives_the_lease_back_even_if_its_traceback_lives(
         failing_pass()
     except RuntimeError as exc:
         kept.append(exc)  # its traceback keeps the cursor alive, as an error report might
-    assert store.lease_holder("ltm_decay/a") is not None
+    assert store.engine.lease_holder("ltm_decay/a") is not None
     time.sleep(0.5)  # the heartbeat's next beat finds the pass gone
-    assert store.lease_holder("ltm_decay/a") is None
+    assert store.engine.lease_holder("ltm_decay/a") is None
     assert kept[0].__traceback__ is not None
 
 
@@ -194,11 +194,11 @@ def test_a_held_twin_row_keeps_the_lease_taken(store: MemoryStore) -> None:
     key, other = "ltm_decay/a", json.dumps({"token": "x", "pid": os.getpid()})
     base = {"key": LEASE_PREFIX + key, "pass_name": LEASE_PREFIX, "agent_id": None, "updated_at": utcnow()}
     twins = rows_to_table([{**base, "cursor": other}, {**base, "cursor": None}], CURSOR_SCHEMA)
-    store.shard_for("a").cursors.table.add(twins)
-    assert store.lease_holder(key) == other
-    assert not store.swap_lease(key, None, "mine")
-    assert store.lease_holder(key) == other  # and the free twin was given back, not left as "mine"
-    rows = store.shard_for("a").cursors.table.search().where(f"key = '{LEASE_PREFIX}{key}'").to_arrow()
+    store.engine.shard_for("a").cursors.table.add(twins)
+    assert store.engine.lease_holder(key) == other
+    assert not store.engine.swap_lease(key, None, "mine")
+    assert store.engine.lease_holder(key) == other  # and the free twin was given back, not left as "mine"
+    rows = store.engine.shard_for("a").cursors.table.search().where(f"key = '{LEASE_PREFIX}{key}'").to_arrow()
     assert sorted(rows["cursor"].to_pylist(), key=str) == sorted([other, None], key=str)
-    assert store.swap_lease(key, other, None)  # the holder gives it back: every row of the key is free
-    assert store.swap_lease(key, None, "mine") and store.lease_holder(key) == "mine"
+    assert store.engine.swap_lease(key, other, None)  # the holder gives it back: every row of the key is free
+    assert store.engine.swap_lease(key, None, "mine") and store.engine.lease_holder(key) == "mine"

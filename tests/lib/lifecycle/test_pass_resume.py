@@ -46,37 +46,37 @@ def seed_promotion(store: MemoryStore) -> None:
         recent = NOW - timedelta(minutes=5)
         if kind == 0:  # earned promotion; two by two alike, so a row promoted earlier in the run is no LTM duplicate
             base = topic(500 + i // 8 * 8)
-            row = store.new_row("a", f"We decided to deploy service {i} on Fridays", tier="stm", access_count=5,
+            row = store.engine.new_row("a", f"We decided to deploy service {i} on Fridays", tier="stm", access_count=5,
                                 last_accessed_at=recent, created_at=NOW - timedelta(hours=2))  # fmt: skip
         elif kind == 1:  # expired
-            row = store.new_row("a", f"scratch note {i}", tier="stm", created_at=NOW - timedelta(hours=30))
+            row = store.engine.new_row("a", f"scratch note {i}", tier="stm", created_at=NOW - timedelta(hours=30))
             row["expires_at"] = NOW - timedelta(hours=6)
         elif kind == 2:  # LTM already holds it: collapsed into that row
-            ltm = store.new_row("a", f"We decided to deploy service {i} on Fridays", tier="ltm")
+            ltm = store.engine.new_row("a", f"We decided to deploy service {i} on Fridays", tier="ltm")
             ltm["vector"] = _vec(base)
             rows.append(ltm)
             content = f"We decided to deploy service {i} on Fridays again"
-            row = store.new_row("a", content, tier="stm", access_count=5, last_accessed_at=recent,
+            row = store.engine.new_row("a", content, tier="stm", access_count=5, last_accessed_at=recent,
                                 created_at=NOW - timedelta(hours=2))  # fmt: skip
         else:  # stays short-term
-            row = store.new_row("a", f"the printer {i} is on floor two", tier="stm", access_count=1,
+            row = store.engine.new_row("a", f"the printer {i} is on floor two", tier="stm", access_count=1,
                                 created_at=NOW - timedelta(hours=2))  # fmt: skip
         row["vector"] = _vec(base)
         rows.append(row)
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 def seed_confidence(store: MemoryStore) -> None:
     rows = []
     for i in range(24):
         base = topic(700 + i // 3)  # groups of three look-alikes compete
-        row = store.new_row(
+        row = store.engine.new_row(
             "a", f"fact {i} about subject {i // 3}", created_at=NOW - timedelta(days=10 + 9 * i),
             confidence=0.35 + (i % 7) * 0.1, pinned=i % 8 == 5,
         )  # fmt: skip
         row["vector"] = _vec(at_cosine(base, 0.9, 800 + i))
         rows.append(row)
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 def seed_contradictions(store: MemoryStore) -> None:
@@ -84,22 +84,22 @@ def seed_contradictions(store: MemoryStore) -> None:
     for i, city in enumerate(("Berlin", "Paris", "Rome", "Oslo", "Madrid", "Vienna", "Prague")):
         base = topic(900 + i)
         for k, (where, days) in enumerate(((city, 20), ("Lima", 5))):
-            row = store.new_row("a", f"Project {i} is based in {where}", created_at=NOW - timedelta(days=days))
+            row = store.engine.new_row("a", f"Project {i} is based in {where}", created_at=NOW - timedelta(days=days))
             row["vector"] = _vec(at_cosine(base, 0.9, 950 + 2 * i + k))
             rows.append(row)
-        quiet = store.new_row("a", f"Project {i} has a weekly review", created_at=NOW - timedelta(days=3))
+        quiet = store.engine.new_row("a", f"Project {i} has a weekly review", created_at=NOW - timedelta(days=3))
         quiet["vector"] = _vec(at_cosine(base, 0.82, 990 + i))
         rows.append(quiet)
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 def seed_archival(store: MemoryStore) -> None:
     rows = []
     for i in range(16):
-        row = store.new_row("a", f"faded fact {i}", confidence=0.1 + 0.05 * i, pinned=i % 5 == 2)
+        row = store.engine.new_row("a", f"faded fact {i}", confidence=0.1 + 0.05 * i, pinned=i % 5 == 2)
         row["vector"] = _vec(topic(1100 + i))
         rows.append(row)
-    assert len(store.insert_rows(rows)) == len(rows)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
 
 
 @dataclass(frozen=True)
@@ -149,9 +149,11 @@ def _as_json(value: Any) -> Any:
 
 def snapshot(store: MemoryStore) -> dict[str, Any]:
     """Rows, links and audit events, without what differs between two runs (times of writing, run ids)."""
-    rows = {r["id"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in store.scan("a").to_pylist()}
-    links = sorted((r["src_id"], r["dst_id"], r["rel"], r["score"]) for r in store.links_for_agent("a").to_pylist())
-    events = Counter((e["action"], e["memory_id"]) for e in store.audit_for_agent("a").to_pylist())
+    rows = {r["id"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in store.engine.scan("a").to_pylist()}
+    links = sorted(
+        (r["src_id"], r["dst_id"], r["rel"], r["score"]) for r in store.engine.links_for_agent("a").to_pylist()
+    )
+    events = Counter((e["action"], e["memory_id"]) for e in store.engine.audit_for_agent("a").to_pylist())
     return {"rows": rows, "links": links, "events": events}
 
 
@@ -167,7 +169,7 @@ def test_a_resumed_pass_reports_the_whole_run(tmp_path: Path, name: str) -> None
     assert code == 0 and twin is not None
     assert case.expect(twin), twin
     twin_store = MemoryStore.open(twin_uri, settings=settings)
-    expected, twin_totals = snapshot(twin_store), (twin_store.get_cursor(case.cursor, "a") or {})["counts"]
+    expected, twin_totals = snapshot(twin_store), (twin_store.engine.get_cursor(case.cursor, "a") or {})["counts"]
     ticks = int(twin["ticks"])
     points = sorted({round(x) for x in np.linspace(1, ticks, min(MAX_KILLS, ticks))})
 
@@ -177,7 +179,7 @@ def test_a_resumed_pass_reports_the_whole_run(tmp_path: Path, name: str) -> None
         code, _ = run_in_child(case, uri, kill_at, tmp_path / f"k{n}.json")
         assert code == -signal.SIGKILL, (kill_at, code)
         store = MemoryStore.open(uri, settings=settings)
-        saved = store.get_cursor(case.cursor, "a") or {}
+        saved = store.engine.get_cursor(case.cursor, "a") or {}
         if saved.get("done"):  # killed after the run finished (giving back its lease): its cursor has the totals
             assert saved["counts"] == twin_totals, kill_at
         else:

@@ -27,7 +27,7 @@ def test_each_pass_returns_the_report_the_registry_names() -> None:
 
 
 def _table(store: MemoryStore, name: str, column: str) -> set[Any]:
-    return {v for shard in store.shards for v in getattr(shard, name).table.to_arrow()[column].to_pylist()}
+    return {v for shard in store.engine.shards for v in getattr(shard, name).table.to_arrow()[column].to_pylist()}
 
 
 def test_the_stored_names_are_those_the_passes_write(store: MemoryStore) -> None:

@@ -39,7 +39,7 @@ COMPARED = ("status", "tier", "pinned", "importance", "superseded_by", "access_c
 
 def rows(store: MemoryStore) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every row by (agent, kind, content): derived rows get fresh ids in each store."""
-    table = store.memories.search().limit(None).to_arrow().to_pylist()
+    table = store.engine.memories.search().limit(None).to_arrow().to_pylist()
     key = {r["id"]: (r["agent_id"], r["kind"], r["content"]) for r in table}
     out = {}
     for r in table:
@@ -48,7 +48,7 @@ def rows(store: MemoryStore) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 
 def events(store: MemoryStore, key: dict[str, Any]) -> Counter[Any]:
-    audit = store.audit.table.search().limit(None).to_arrow().to_pylist()
+    audit = store.engine.audit.table.search().limit(None).to_arrow().to_pylist()
     return Counter((str(key.get(a["memory_id"], a["memory_id"])), a["action"]) for a in audit)
 
 

@@ -50,9 +50,9 @@ def open_store(uri: str, shards: int = 1) -> MemoryStore:
 def put(
     store: MemoryStore, agent: str, content: str, vector: np.ndarray, *, status: str = "active", **fields: Any
 ) -> str:
-    row = store.new_row(agent, content, created_at=fields.pop("created_at", NOW - timedelta(days=3)), **fields)
+    row = store.engine.new_row(agent, content, created_at=fields.pop("created_at", NOW - timedelta(days=3)), **fields)
     row.update(vector=[float(x) for x in vector], status=status)
-    assert len(store.insert_rows([row])) == 1
+    assert len(store.engine.insert_rows([row])) == 1
     return str(row["id"])
 
 
@@ -108,7 +108,7 @@ def copies(base: str, tmp_path: Path, shards: int) -> tuple[MemoryStore, MemoryS
 
 
 def cursors(store: MemoryStore) -> dict[str, Any]:
-    return {key: store.get_cursor(PLAN_PASS, key) for key in cursor_keys(store, PLAN_PASS)}
+    return {key: store.engine.get_cursor(PLAN_PASS, key) for key in cursor_keys(store, PLAN_PASS)}
 
 
 def new_cursors(store: MemoryStore, earlier: dict[str, Any]) -> set[str]:
@@ -118,7 +118,7 @@ def new_cursors(store: MemoryStore, earlier: dict[str, Any]) -> set[str]:
 
 def plans(store: MemoryStore) -> dict[str, list[dict[str, Any]]]:
     """Every agent's plans, oldest first, with plan ids replaced by the agent's plan number (ids are random)."""
-    by_agent = store.plans_of_agents(AGENTS)
+    by_agent = store.engine.plans_of_agents(AGENTS)
     number = {p["plan_id"]: f"{a}#{i}" for a, ps in by_agent.items() for i, p in enumerate(ps)}
     return {
         agent: [
@@ -147,12 +147,14 @@ def test_a_plan_sweep_equals_the_per_agent_plans(tmp_path: Path, corpus: str, sh
     # The corpus does what its docstring says, so every branch of the plan ran.
     statuses = {a: [p["status"] for p in ps] for a, ps in plans(swept).items()}
     assert statuses["agent-0"] == ["expired", "pending"] and len(got["agent-0"].expired) == 1
-    assert statuses["agent-1"] == ["pending"] and got["agent-1"].plan_id == swept.latest_plan("agent-1")["plan_id"]  # type: ignore[index]
+    assert (
+        statuses["agent-1"] == ["pending"] and got["agent-1"].plan_id == swept.engine.latest_plan("agent-1")["plan_id"]
+    )  # type: ignore[index]
     assert statuses["agent-2"] == ["expired", "pending"] and got["agent-2"].clusters == 0
     assert "agent-6" not in statuses and got["agent-6"].plan_id is None
     assert [got[a].clusters for a in AGENTS] == [2, 1, 0, 2, 1, 2, 0]
     assert {a: r.plan_id for a, r in got.items() if r.plan_id} == {
-        a: p["plan_id"] for a, p in swept.latest_plans(AGENTS, status="pending").items()
+        a: p["plan_id"] for a, p in swept.engine.latest_plans(AGENTS, status="pending").items()
     }
     # One cursor row per shard for the sweep (a shard of one agent: that agent's); the loop, one per agent that
     # stored or expired a plan. The sweep's cursor says what the loop's say, summed.
@@ -163,7 +165,7 @@ def test_a_plan_sweep_equals_the_per_agent_plans(tmp_path: Path, corpus: str, sh
     assert new_cursors(swept, earlier) == set(keys)
     assert new_cursors(looped, earlier) == wrote
     for key, group in keys.items():
-        saved = swept.get_cursor(PLAN_PASS, key)
+        saved = swept.engine.get_cursor(PLAN_PASS, key)
         assert saved is not None and saved["done"]
         if len(group) == 1:
             assert saved["plan_id"] == got[key].plan_id and saved["clusters"] == got[key].clusters
@@ -188,7 +190,7 @@ def test_a_plan_sweep_of_one_agent_is_the_per_agent_plan(tmp_path: Path, corpus:
     one = plan_sweep(swept, ["agent-0"], now=NOW)["agent-0"]
     assert strip(one) == strip(consolidate_corpus(looped, "agent-0", now=NOW))
     assert new_cursors(swept, cursors(looped)) == {"agent-0"}
-    saved = swept.get_cursor(PLAN_PASS, "agent-0")
+    saved = swept.engine.get_cursor(PLAN_PASS, "agent-0")
     assert saved is not None and saved["plan_id"] == one.plan_id and saved["clusters"] == 2
     assert plan_sweep(swept, [], now=NOW) == {}
 
@@ -212,9 +214,9 @@ def test_a_health_sweep_equals_health_per_agent(tmp_path: Path, corpus: str, sha
     put(store, "agent-5", "An old note of agent-5", topic(5000), status="archived", confidence=0.2)
     put(store, "agent-5", "A stale note of agent-5", topic(5001), created_at=NOW - timedelta(days=90))
     put(store, "agent-5", "A doubtful note of agent-5", topic(5002), confidence=0.1)
-    rows = store.scan_agents(AGENTS).to_pylist()
-    store.log_access([r for r in rows if r["agent_id"] in ("agent-1", "agent-4")][:5], times=3, at=NOW)
-    assert {r["agent_id"] for r in store.links_for_agent(AGENTS).to_pylist()} == {"agent-4"}
+    rows = store.engine.scan_agents(AGENTS).to_pylist()
+    store.engine.log_access([r for r in rows if r["agent_id"] in ("agent-1", "agent-4")][:5], times=3, at=NOW)
+    assert {r["agent_id"] for r in store.engine.links_for_agent(AGENTS).to_pylist()} == {"agent-4"}
     assert {store.get(berlin)["status"], store.get(lima)["status"]} == {"contradicted"}  # type: ignore[index]
 
     got = {a: r.as_dict() for a, r in health_sweep(store, AGENTS + ["nobody"], now=NOW).items()}
@@ -273,7 +275,7 @@ def test_a_killed_plan_sweep_resumes_from_its_shard_cursor(tmp_path: Path, corpu
         code, _ = run_child(uri, kill_at, tmp_path / f"k{kill_at}.json")
         assert code == -signal.SIGKILL, (kill_at, code)
         store = worker_store(uri)
-        saved = store.get_cursor(PLAN_PASS, "shard/0-of-1") or {}
+        saved = store.engine.get_cursor(PLAN_PASS, "shard/0-of-1") or {}
         if not saved.get("done"):
             reports = {
                 a: json.loads(json.dumps(dataclasses.asdict(r))) for a, r in plan_sweep(store, AGENTS, now=NOW).items()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from engram_pipeline.lifecycle.promotion import promote_stm
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.core import ShardedEngine
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -30,10 +31,10 @@ def add(
     vector: list[float] | None = None,
 ) -> dict[str, Any]:
     """Insert one row created ``hours`` before NOW (STM rows live one day), bypassing write-time checks."""
-    row = store.new_row("a", content, tier=tier, pinned=pinned, created_at=NOW - timedelta(hours=hours),
+    row = store.engine.new_row("a", content, tier=tier, pinned=pinned, created_at=NOW - timedelta(hours=hours),
                         access_count=access, last_accessed_at=NOW - timedelta(minutes=5) if access else None)
-    row["vector"] = vector if vector is not None else store.embed([content])[0].tolist()
-    assert store.insert_rows([row]) == [row["id"]]
+    row["vector"] = vector if vector is not None else store.engine.embed([content])[0].tolist()
+    assert store.engine.insert_rows([row]) == [row["id"]]
     return row
 
 
@@ -67,7 +68,7 @@ def test_duplicate_of_ltm_row_is_collapsed_and_restorable(store: MemoryStore) ->
     assert (report.promoted, report.skipped) == (0, 1)
     row = store.get(stm["id"], track_access=False)
     assert row["tier"] == "stm" and row["status"] == "superseded" and row["superseded_by"] == ltm["id"]
-    assert [(x["src_id"], x["rel"]) for x in store.links_of([stm["id"]])] == [(stm["id"], "duplicate-of")]
+    assert [(x["src_id"], x["rel"]) for x in store.engine.links_of([stm["id"]])] == [(stm["id"], "duplicate-of")]
     restored = store.restore(stm["id"])
     assert restored["status"] == "active" and restored["superseded_by"] is None
 
@@ -94,13 +95,13 @@ def test_second_run_writes_nothing(store_uri: str, settings: Settings) -> None:
     add(store, "expired note for today", hours=40)
     first = promote_stm(store, "a", now=NOW)
     assert first.expired == 1 and first.skipped == 2
-    version = store.memories.version
+    version = store.engine.memories.version
     again = promote_stm(store, "a", now=NOW)
     assert (again.promoted, again.expired, again.skipped_concurrent_edit) == (0, 0, 0)
-    assert store.memories.version == version
+    assert store.engine.memories.version == version
 
 
-class PromotingStore(MemoryStore):
+class PromotingStore(ShardedEngine):
     """Another writer promotes ``rows`` by hand after the pass read them, before its commit."""
 
     rows: Sequence[str] = ()
@@ -113,9 +114,9 @@ class PromotingStore(MemoryStore):
 
 
 def test_row_promoted_meanwhile_counts_as_skipped(store_uri: str, settings: Settings) -> None:
-    store = PromotingStore.open(store_uri, settings=settings)
+    store = MemoryStore(PromotingStore.open(store_uri, settings=settings))
     row = add(store, "We decided to keep the monorepo", access=5)
-    store.rows = (row["id"],)
+    store.engine.rows = (row["id"],)
     report = promote_stm(store, "a", now=NOW)
     assert (report.promoted, report.skipped, report.skipped_concurrent_edit) == (0, 1, 0)
     assert store.get(row["id"], track_access=False)["tier"] == "ltm"
@@ -137,8 +138,8 @@ def test_property_second_pass_changes_nothing(settings: Settings, rows: list[Any
             add(store, f"{cue} item {i} of batch {i * 13}", access=access, hours=hours, pinned=pinned)
         promote_stm(store, "a", now=NOW)
         snapshot = {r["id"]: r for r in store.list_memories("a")}
-        version = store.memories.version
+        version = store.engine.memories.version
         again = promote_stm(store, "a", now=NOW)
         assert (again.promoted, again.expired, again.skipped_concurrent_edit) == (0, 0, 0)
-        assert store.memories.version == version
+        assert store.engine.memories.version == version
         assert {r["id"]: r for r in store.list_memories("a")} == snapshot

@@ -24,9 +24,9 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 def add(store: MemoryStore, content: str, *, days: float, **fields: Any) -> dict[str, Any]:
     """An LTM row created ``days`` before T0, never accessed (bypasses write-time checks)."""
-    row = store.new_row("a", content, tier="ltm", created_at=T0 - timedelta(days=days), **fields)
-    row["vector"] = store.embed([content])[0].tolist()
-    assert store.insert_rows([row]) == [row["id"]]
+    row = store.engine.new_row("a", content, tier="ltm", created_at=T0 - timedelta(days=days), **fields)
+    row["vector"] = store.engine.embed([content])[0].tolist()
+    assert store.engine.insert_rows([row]) == [row["id"]]
     return row
 
 
@@ -34,8 +34,10 @@ def hide_behind(store: MemoryStore, member: dict[str, Any], canonical: dict[str,
     """What an applied corpus merge leaves: the member superseded by the canonical, linked duplicate-of."""
     cur = store.get(member["id"], track_access=False)
     change = {"id": member["id"], "version": cur["version"], "status": "superseded", "superseded_by": canonical["id"]}
-    assert store.cas_write([change], actor="test", action="merge", audit=True).applied
-    store.add_links([{"agent_id": "a", "src_id": member["id"], "dst_id": canonical["id"], "rel": "duplicate-of"}])
+    assert store.engine.cas_write([change], actor="test", action="merge", audit=True).applied
+    store.engine.add_links(
+        [{"agent_id": "a", "src_id": member["id"], "dst_id": canonical["id"], "rel": "duplicate-of"}]
+    )
 
 
 def test_the_default_policy_is_signal_safe_and_seed_stay_selectable_and_an_unknown_one_is_refused() -> None:
@@ -156,7 +158,7 @@ def test_a_schema_does_not_carry_the_visible_belief_it_summarises(store: MemoryS
     turn = add(store, "Kim: I live in Berlin, near the park.", days=3, kind="episodic")
     belief = add(store, "Kim lives in Berlin.", days=1, kind="semantic", source="derived")
     schema = add(store, "Profile of kim: location=Berlin", days=1, kind="schema", source="derived")
-    store.add_links(
+    store.engine.add_links(
         [
             {"agent_id": "a", "src_id": schema["id"], "dst_id": belief["id"], "rel": "derived-from"},
             {"agent_id": "a", "src_id": belief["id"], "dst_id": turn["id"], "rel": "derived-from"},

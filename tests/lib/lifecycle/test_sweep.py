@@ -82,7 +82,7 @@ def seed(store: MemoryStore) -> int:
             kind = i % 5
             recent = NOW - timedelta(minutes=5)
             if kind == 0:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"We decided to deploy service {i} of {agent} on Fridays",
                     tier="stm",
@@ -91,15 +91,15 @@ def seed(store: MemoryStore) -> int:
                     created_at=NOW - timedelta(hours=2),
                 )
             elif kind == 1:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent, f"scratch note {i} of {agent}", tier="stm", created_at=NOW - timedelta(hours=30)
                 )
                 row["expires_at"] = NOW - timedelta(hours=6)
             elif kind == 2:
-                ltm = store.new_row(agent, f"We decided to keep release train {i} of {agent}", tier="ltm")
-                ltm["vector"] = store.embed([ltm["content"]])[0].tolist()
+                ltm = store.engine.new_row(agent, f"We decided to keep release train {i} of {agent}", tier="ltm")
+                ltm["vector"] = store.engine.embed([ltm["content"]])[0].tolist()
                 rows.append(ltm)
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"We decided to keep release train {i} of {agent} again",
                     tier="stm",
@@ -109,7 +109,7 @@ def seed(store: MemoryStore) -> int:
                 )
                 row["vector"] = ltm["vector"]
             elif kind == 3:
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"old remark {i} of {agent}",
                     tier="ltm",
@@ -120,7 +120,7 @@ def seed(store: MemoryStore) -> int:
                 if previous is not None and i % 2 == 0:  # held by a newer row: prunable under the safe policy too
                     row.update(status="superseded", superseded_by=previous["id"])
             else:  # recent; some of low confidence (archival), in look-alike groups (competition)
-                row = store.new_row(
+                row = store.engine.new_row(
                     agent,
                     f"the printer {i} of {agent} is on floor two",
                     tier="ltm",
@@ -129,7 +129,7 @@ def seed(store: MemoryStore) -> int:
                     confidence=0.3 if i % 10 == 4 else 0.5 + (i % 7) * 0.07,
                 )
             if "vector" not in row or row["vector"] is None:
-                row["vector"] = store.embed([row["content"]])[0].tolist()
+                row["vector"] = store.engine.embed([row["content"]])[0].tolist()
             rows.append(row)
             if kind == 4 and i % 10 == 4 and previous is not None:  # a duplicate of an earlier row: held (safe policy)
                 links.append({"agent_id": agent, "src_id": row["id"], "dst_id": previous["id"], "rel": "duplicate-of",
@@ -138,30 +138,34 @@ def seed(store: MemoryStore) -> int:
         for k, city in enumerate(("Berlin", "Paris", "Rome")):  # pairs that contradict each other, and a bystander
             base = topic(1000 * a + k)
             for n, (where, days) in enumerate(((city, 20), ("Lima", 5))):
-                row = store.new_row(agent, f"Project {k} of {agent} is based in {where}",
+                row = store.engine.new_row(agent, f"Project {k} of {agent} is based in {where}",
                                     created_at=NOW - timedelta(days=days))  # fmt: skip
                 row["vector"] = [float(x) for x in at_cosine(base, 0.9, 1000 * a + 10 * k + n)]
                 rows.append(row)
-            row = store.new_row(agent, f"Project {k} of {agent} has a weekly review", created_at=NOW - timedelta(3))
+            row = store.engine.new_row(
+                agent, f"Project {k} of {agent} has a weekly review", created_at=NOW - timedelta(3)
+            )
             row["vector"] = [float(x) for x in at_cosine(base, 0.82, 1000 * a + 10 * k + 5)]
             rows.append(row)
-    assert len(store.insert_rows(rows)) == len(rows)
-    store.add_links(links)
+    assert len(store.engine.insert_rows(rows)) == len(rows)
+    store.engine.add_links(links)
     return len(rows)
 
 
 def snapshot(store: MemoryStore) -> dict[str, Any]:
     """Every agent's rows, links and audit events, without what differs between two runs (times of writing,
     run ids)."""
-    rows = {r["id"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in store.scan_agents(AGENTS).to_pylist()}
+    rows = {
+        r["id"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in store.engine.scan_agents(AGENTS).to_pylist()
+    }
     links = sorted(
         (r["agent_id"], r["src_id"], r["dst_id"], r["rel"], r["score"])
-        for r in store.links_for_agent(AGENTS).to_pylist()
+        for r in store.engine.links_for_agent(AGENTS).to_pylist()
     )
     events = Counter(
         (e["agent_id"], e["action"], e["actor"], e["memory_id"])
         for agent in AGENTS
-        for e in store.audit_for_agent(agent).to_pylist()
+        for e in store.engine.audit_for_agent(agent).to_pylist()
     )
     return {"rows": rows, "links": links, "events": events}
 
@@ -171,9 +175,9 @@ def counts(report: Any) -> dict[str, Any]:
 
 
 def commits(store: MemoryStore, run: Callable[[], Any]) -> dict[str, int]:
-    before = store.table_versions()
+    before = store.engine.table_versions()
     run()
-    after = store.table_versions()
+    after = store.engine.table_versions()
     out: dict[str, int] = {}  # by table, every shard's summed (``memories_s0of3`` counts as ``memories``)
     for name in before:
         if after[name] != before[name]:
@@ -269,7 +273,7 @@ def test_a_sweep_runs_one_shard_at_a_time(store_uri: str) -> None:
 
 def cursor_keys(store: MemoryStore, name: str) -> set[str]:
     cond = f"pass_name = '{name}'"
-    tables = [shard.cursors.table for shard in store.shards]
+    tables = [shard.cursors.table for shard in store.engine.shards]
     return {r["agent_id"] for t in tables for r in t.search().where(cond).limit(None).to_arrow().to_pylist()}
 
 
@@ -303,7 +307,7 @@ def test_a_killed_sweep_resumes_from_its_shard_cursor(tmp_path: Path, corpus: tu
         code, _ = run_in_child(uri, name, kill_at, tmp_path / f"k{n}.json")
         assert code == -signal.SIGKILL, (kill_at, code)
         store = open_store(uri, SEED_POLICY)
-        saved = store.get_cursor(name, key) or {}
+        saved = store.engine.get_cursor(name, key) or {}
         if not saved.get("done"):
             reports = COLUMNAR[name](store, AGENTS, now=NOW, batch_size=BATCH)
             assert {r.cursor["resumed"] for r in reports.values()} == {1 if saved else 0}, kill_at

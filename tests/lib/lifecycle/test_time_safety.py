@@ -113,7 +113,7 @@ def test_no_pass_hides_the_only_memory_holding_a_fact(rows, later, merge) -> Non
                 apply_corpus_merge(store, "a", report.merge_plan.plan_id, now=now)
         present = {r["id"]: r for r in store.list_memories("a")}
         visible = {i for i, r in present.items() if is_visible(r)}
-        links = store.links_for_agent("a").to_pylist()
+        links = store.engine.links_for_agent("a").to_pylist()
         holders = {}
         for lk in links:
             if lk["rel"] == "duplicate-of":

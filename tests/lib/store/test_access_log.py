@@ -30,22 +30,22 @@ def versions(table: Any) -> int:
 def distinct_rows(store: MemoryStore, n: int, agent_id: str = "alice") -> list[dict[str, Any]]:
     """``n`` rows with random vectors, inserted without write-time dedup (similar texts would collapse)."""
     rng = np.random.default_rng(n)
-    rows = [store.new_row(agent_id, f"note {i}") for i in range(n)]
+    rows = [store.engine.new_row(agent_id, f"note {i}") for i in range(n)]
     for r in rows:
         r["vector"] = rng.normal(size=store.embedder.dimension).tolist()
-    assert store.insert_rows(rows) == [r["id"] for r in rows]
+    assert store.engine.insert_rows(rows) == [r["id"] for r in rows]
     return rows
 
 
 def test_recall_and_get_log_reads_and_leave_memory_rows_alone(store: MemoryStore) -> None:
     a = store.remember("alice", "User prefers dark mode").memory
-    before = versions(store.memories)
+    before = versions(store.engine.memories)
     store.recall("alice", "dark mode", k=1)
     store.get(a["id"])
-    assert versions(store.memories) == before  # no fragment for the index to miss
+    assert versions(store.engine.memories) == before  # no fragment for the index to miss
     seen = store.get(a["id"], track_access=False)  # overlays the two logged reads
     assert seen["access_count"] == 2 and seen["version"] == 1 and seen["last_accessed_at"] is not None
-    assert store.memories.search().where(f"id = '{a['id']}'").to_list()[0]["access_count"] == 0
+    assert store.engine.memories.search().where(f"id = '{a['id']}'").to_list()[0]["access_count"] == 0
     assert health(store, "alice").never_recalled_share == 0.0
     assert [r["access_count"] for r in export_rows(store, ["alice"])] == [2]
 
@@ -53,25 +53,25 @@ def test_recall_and_get_log_reads_and_leave_memory_rows_alone(store: MemoryStore
 def test_fold_applies_once_without_bumping_version(store: MemoryStore) -> None:
     a = store.remember("alice", "The build uses make").memory
     b = store.remember("alice", "Deploys happen on Fridays").memory
-    store.log_access([a, b])
-    store.log_access([a], times=3)
-    fold = store.fold_access("alice")
+    store.engine.log_access([a, b])
+    store.engine.log_access([a], times=3)
+    fold = store.engine.fold_access("alice")
     assert (fold.entries, fold.rows, fold.applied) == (3, 2, 2)
     rows = {r["id"]: r for r in store.get_many([a["id"], b["id"]])}
     assert (rows[a["id"]]["access_count"], rows[b["id"]]["access_count"]) == (4, 1)
     assert {r["version"] for r in rows.values()} == {1}
-    assert store.access_log.table.count_rows() == 0
-    log_versions = versions(store.access_log.table)
-    assert store.fold_access("alice").entries == 0
-    assert versions(store.access_log.table) == log_versions  # an idle fold commits nothing
+    assert store.engine.access_log.table.count_rows() == 0
+    log_versions = versions(store.engine.access_log.table)
+    assert store.engine.fold_access("alice").entries == 0
+    assert versions(store.engine.access_log.table) == log_versions  # an idle fold commits nothing
 
 
 def test_fold_is_scoped_to_its_agent(store: MemoryStore) -> None:
     a = store.remember("alice", "User prefers dark mode").memory
     b = store.remember("bob", "User prefers light mode").memory
-    store.log_access([a, b])
-    assert store.fold_access("alice").applied == 1
-    assert store.pending_access().to_dicts()[0]["id"] == b["id"]
+    store.engine.log_access([a, b])
+    assert store.engine.fold_access("alice").applied == 1
+    assert store.engine.pending_access().to_dicts()[0]["id"] == b["id"]
     assert store.get(b["id"], track_access=False)["access_count"] == 1  # still pending, overlaid
 
 
@@ -79,14 +79,14 @@ def test_racing_folds_apply_each_read_once(store_uri: str, settings: Settings) -
     store = MemoryStore.open(store_uri, settings=settings)
     rows = distinct_rows(store, 20)
     for _ in range(5):
-        store.log_access(rows)
+        store.engine.log_access(rows)
     handles = [MemoryStore.open(store_uri, settings=settings) for _ in range(3)]
     start = threading.Barrier(len(handles))
     folds: list[Any] = []
 
     def fold(h: MemoryStore) -> None:
         start.wait()
-        folds.append(h.fold_access("alice"))
+        folds.append(h.engine.fold_access("alice"))
 
     threads = [threading.Thread(target=fold, args=(h,)) for h in handles]
     for t in threads:
@@ -95,34 +95,36 @@ def test_racing_folds_apply_each_read_once(store_uri: str, settings: Settings) -
         t.join()
     assert sum(f.entries for f in folds) == 100
     counts = [r["access_count"] for r in store.get_many([r["id"] for r in rows])]
-    assert counts == [5] * 20 and store.access_log.table.count_rows() == 0  # every row the same: order is moot
+    assert counts == [5] * 20 and store.engine.access_log.table.count_rows() == 0  # every row the same: order is moot
 
 
 def test_reads_logged_during_a_fold_wait_for_the_next(store: MemoryStore, monkeypatch: Any) -> None:
     a = store.remember("alice", "The build uses make").memory
-    store.log_access([a])
-    apply = store.record_access
+    store.engine.log_access([a])
+    apply = store.engine.record_access
 
     def read_meanwhile(rows: Any, **kw: Any) -> int:
-        store.log_access([a])  # an API flush landing between the claim and the delete
+        store.engine.log_access([a])  # an API flush landing between the claim and the delete
         return apply(rows, **kw)
 
-    monkeypatch.setattr(store, "record_access", read_meanwhile)
-    assert store.fold_access("alice").entries == 1
+    monkeypatch.setattr(store.engine, "record_access", read_meanwhile)
+    assert store.engine.fold_access("alice").entries == 1
     monkeypatch.undo()
-    assert store.pending_access("alice")["times"].to_list() == [1]
-    store.fold_access("alice")
+    assert store.engine.pending_access("alice")["times"].to_list() == [1]
+    store.engine.fold_access("alice")
     assert store.get(a["id"], track_access=False)["access_count"] == 2
 
 
 def test_a_dead_folds_claims_are_dropped_not_applied(store: MemoryStore) -> None:
     a = store.remember("alice", "The build uses make").memory
-    store.log_access([a])
-    store.access_log.table.update(where="true", values_sql={"claimed_by": "'dead'", "claimed_at": "now()"})
-    assert store.fold_access("alice").dropped_stale_claims == 0  # still fresh: maybe a live fold
-    fold = store.fold_access("alice", now=utcnow() + timedelta(hours=2))
+    store.engine.log_access([a])
+    store.engine.access_log.table.update(where="true", values_sql={"claimed_by": "'dead'", "claimed_at": "now()"})
+    assert store.engine.fold_access("alice").dropped_stale_claims == 0  # still fresh: maybe a live fold
+    fold = store.engine.fold_access("alice", now=utcnow() + timedelta(hours=2))
     assert (fold.dropped_stale_claims, fold.applied) == (1, 0)
-    assert store.access_log.table.count_rows() == 0 and store.get(a["id"], track_access=False)["access_count"] == 0
+    assert (
+        store.engine.access_log.table.count_rows() == 0 and store.get(a["id"], track_access=False)["access_count"] == 0
+    )
 
 
 def test_promotion_and_maintenance_fold_the_log(store: MemoryStore) -> None:
@@ -134,7 +136,7 @@ def test_promotion_and_maintenance_fold_the_log(store: MemoryStore) -> None:
     assert row["tier"] == "ltm" and row["access_count"] == 3
     store.get(stm["id"])
     report = store.maintain()
-    assert report.accesses_folded == 1 and store.access_log.table.count_rows() == 0
+    assert report.accesses_folded == 1 and store.engine.access_log.table.count_rows() == 0
 
 
 def test_a_fold_leaves_the_rows_it_counts_in_the_vector_index(store_uri: str, settings: Settings) -> None:
@@ -142,10 +144,10 @@ def test_a_fold_leaves_the_rows_it_counts_in_the_vector_index(store_uri: str, se
     store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=100))
     rows = distinct_rows(store, 300)
     store.maintain()
-    store.log_access(rows[:200])
-    fold = store.fold_access("alice")
+    store.engine.log_access(rows[:200])
+    fold = store.engine.fold_access("alice")
     assert fold.applied == 200 and not fold.reindexed
-    assert store.memories.index_stats("vector_idx").num_unindexed_rows == 0
+    assert store.engine.memories.index_stats("vector_idx").num_unindexed_rows == 0
 
 
 def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings: Settings) -> None:
@@ -156,13 +158,13 @@ def test_fold_refreshes_the_vector_index_past_the_limit(store_uri: str, settings
     store = MemoryStore.open(store_uri, settings=settings.replace(vector_index_min_rows=256, index_refresh_rows=100))
     rows = distinct_rows(store, 300)
     store.maintain()
-    assert store.memories.index_stats("vector_idx").num_unindexed_rows == 0
-    store.log_access(rows[:50])
-    fold = store.fold_access("alice")  # 50 rows rewritten: under the limit, left to maintenance
-    assert not fold.reindexed and store.memories.index_stats("vector_idx").num_unindexed_rows == 50
-    store.log_access(rows[50:200])
-    assert store.fold_access("alice").reindexed
-    assert store.memories.index_stats("vector_idx").num_unindexed_rows == 0
+    assert store.engine.memories.index_stats("vector_idx").num_unindexed_rows == 0
+    store.engine.log_access(rows[:50])
+    fold = store.engine.fold_access("alice")  # 50 rows rewritten: under the limit, left to maintenance
+    assert not fold.reindexed and store.engine.memories.index_stats("vector_idx").num_unindexed_rows == 50
+    store.engine.log_access(rows[50:200])
+    assert store.engine.fold_access("alice").reindexed
+    assert store.engine.memories.index_stats("vector_idx").num_unindexed_rows == 0
 
 
 def test_maintenance_rebuilds_an_index_split_by_refreshes(store_uri: str, settings: Settings) -> None:
@@ -174,12 +176,12 @@ def test_maintenance_rebuilds_an_index_split_by_refreshes(store_uri: str, settin
     rows = distinct_rows(store, 300)
     store.maintain()
     for start in range(0, 10 * 20, 20):  # ten folds, each re-indexing the rows it rewrote
-        store.log_access(rows[start : start + 20])
-        assert store.fold_access("alice").reindexed
-    assert store.memories.index_stats("vector_idx").num_indices > MAX_VECTOR_SEGMENTS
+        store.engine.log_access(rows[start : start + 20])
+        assert store.engine.fold_access("alice").reindexed
+    assert store.engine.memories.index_stats("vector_idx").num_indices > MAX_VECTOR_SEGMENTS
     assert "vector" in store.maintain().indexes
-    stats = store.memories.index_stats("vector_idx")
+    stats = store.engine.memories.index_stats("vector_idx")
     assert (stats.num_indices, stats.num_unindexed_rows) == (1, 0)
-    assert store.memories.stats()["fragment_stats"]["num_fragments"] == 1
+    assert store.engine.memories.stats()["fragment_stats"]["num_fragments"] == 1
     count = {r["id"]: r["access_count"] for r in store.get_many([r["id"] for r in rows])}
     assert [count[r["id"]] for r in rows] == [1] * 200 + [0] * 100

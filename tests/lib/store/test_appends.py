@@ -14,6 +14,7 @@ from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, appends, one_trip
 from engram_pipeline.store import self_compaction as sc
 from engram_pipeline.store.appends import _naming
+from engram_pipeline.store.core import ShardedEngine
 from engram_pipeline.store.shards import CREATED_AT
 from tests.vectors import THRESHOLDS
 
@@ -44,7 +45,7 @@ def test_the_latest_version_is_found_by_looking_for_the_next_manifests_never_by_
 ) -> None:
     here, there = stores(tmp_path, settings)
     here.remember("a", "the first fact")
-    shard = here.shards[0]
+    shard = here.engine.shards[0]
     assert shard.appends.latest() == shard.memories.version
     for i in range(5):
         here.remember("a", f"another fact {i}")
@@ -64,10 +65,10 @@ def test_appends_land_as_lancedbs_do_with_each_rows_created_version(tmp_path: Pa
     first = here.remember("a", "the first fact").memory
     there.remember("a", "the other process's fact")  # our held dataset is now behind: the append rebases
     second = here.remember("a", "the second fact").memory
-    rows = {r["id"]: r for r in here.scan("a", columns=["id", "content", CREATED_AT]).to_pylist()}
+    rows = {r["id"]: r for r in here.engine.scan("a", columns=["id", "content", CREATED_AT]).to_pylist()}
     assert rows[first["id"]]["content"] == "the first fact"
     assert rows[second["id"]]["content"] == "the second fact"
-    assert rows[second["id"]][CREATED_AT] == here.memories.version  # stable row ids: Lance keeps the version
+    assert rows[second["id"]][CREATED_AT] == here.engine.memories.version  # stable row ids: Lance keeps the version
     assert len(rows) == 3
 
 
@@ -75,7 +76,7 @@ def test_a_table_without_a_lance_dataset_appends_through_lancedb(settings: Setti
     store = MemoryStore.open("memory://", settings=settings.replace(**THRESHOLDS))
     store.remember("a", "the first fact")
     store.remember("a", "the second fact")
-    assert store.shards[0].appends.latest() == store.memories.version
+    assert store.engine.shards[0].appends.latest() == store.engine.memories.version
     assert store.count("a") == 2
 
 
@@ -95,12 +96,12 @@ def test_the_next_manifest_is_named_as_lance_names_it(tmp_path: Path, v2: bool) 
 def test_a_failed_append_opens_the_dataset_again(tmp_path: Path, settings: Settings) -> None:
     store, _ = stores(tmp_path, settings)
     store.remember("a", "the first fact")
-    held = store.shards[0].appends
+    held = store.engine.shards[0].appends
     with pytest.raises(Exception, match="(?i)schema|field|column"):
         held.append(pa.table({"not_a_column": [1]}))
     assert held._dataset is None  # the next use opens the table's latest version
     assert store.remember("a", "the second fact").outcome == "created"
-    assert held.latest() == store.memories.version
+    assert held.latest() == store.engine.memories.version
 
 
 def test_the_stores_own_compactions_are_passed_over_without_a_read(
@@ -115,23 +116,23 @@ def test_the_stores_own_compactions_are_passed_over_without_a_read(
     here.remember("a", "the first fact")
     here.maintain()
     races: list[int] = []
-    drop = MemoryStore._drop_lost_races
-    monkeypatch.setattr(MemoryStore, "_drop_lost_races", lambda self, rows: races.append(1) or drop(self, rows))
-    shard = here.shards[0]
+    drop = ShardedEngine._drop_lost_races
+    monkeypatch.setattr(ShardedEngine, "_drop_lost_races", lambda self, rows: races.append(1) or drop(self, rows))
+    shard = here.engine.shards[0]
     passed = 0
     for i in range(12):
         here.remember("a", f"fact {hashlib.sha1(str(i).encode()).hexdigest()[:12]} of the release train")
-        written = here.write_cache._views[0]["a"].at  # the append's commit: the view moved there with it
-        sc.wait_idle(here, 60)
+        written = here.engine.write_cache._views[0]["a"].at  # the append's commit: the view moved there with it
+        sc.wait_idle(here.engine, 60)
         after = shard.appends.latest()
         if after > written and shard.appends.unchanged(written, after):  # a compaction and an index step came
             passed += 1
-            refreshes = here.write_cache.refreshes
+            refreshes = here.engine.write_cache.refreshes
             assert here.remember("a", f"one more fact after compaction {i}").outcome == "created"
-            assert here.write_cache.refreshes == refreshes  # no catch-up read
+            assert here.engine.write_cache.refreshes == refreshes  # no catch-up read
     assert passed >= 2 and not races
     there.remember("a", "a fact from the other process")
-    refreshes = here.write_cache.refreshes
+    refreshes = here.engine.write_cache.refreshes
     assert here.remember("a", "a fact written after it").outcome == "created"
-    assert here.write_cache.refreshes == refreshes + 1
+    assert here.engine.write_cache.refreshes == refreshes + 1
     assert here.remember("a", "A fact from the other  process").outcome == "exact_duplicate"

@@ -38,7 +38,7 @@ def _single_writer(uri: str, ids: list[str], seed: int, out: mp.Queue) -> None:
         mid = rng.choice(ids)
         row = store.get(mid, track_access=rng.random() < 0.3)
         try:
-            store.cas_write(
+            store.engine.cas_write(
                 [
                     {
                         "id": mid,
@@ -80,7 +80,7 @@ def _batch_writer(uri: str, ids: list[str], seed: int, out: mp.Queue) -> None:
                 for r in fresh
             ]
 
-        result = store.cas_write(bump(rows), recompute=bump, actor="batch", action="increment")
+        result = store.engine.cas_write(bump(rows), recompute=bump, actor="batch", action="increment")
         for mid in result.applied:
             applied[mid] += 1
         skipped += len(result.skipped_concurrent_edit)

@@ -37,7 +37,7 @@ def test_hostile_agent_ids_read_and_write_only_their_own_rows(store: MemoryStore
     assert [h.memory["id"] for h in store.recall(agent, "apples", k=10)] == [mine["id"]]
     assert [r["id"] for r in store.list_memories(agent, tag=agent)] == [mine["id"]]
     assert store.list_memories("victim", tag=agent) == []
-    assert store.scan(agent).num_rows == 1
+    assert store.engine.scan(agent).num_rows == 1
     # Writes through the agent's filters leave the victim untouched.
     store.update(mine["id"], expected_version=1, agent_id=agent, importance=0.9)
     assert store.get(victim["id"], track_access=False) == victim

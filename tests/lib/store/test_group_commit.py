@@ -39,7 +39,7 @@ def open_store(tmp_path: Path, settings: Settings) -> MemoryStore:
 
 
 def row(store: MemoryStore, content: str, vector: list[float], agent: str = "a") -> wp.Item:
-    r = store.new_row(agent, content)
+    r = store.engine.new_row(agent, content)
     r["vector"] = vector
     return (r, "test")
 
@@ -191,7 +191,7 @@ def test_identical_rows_in_one_batch_make_one_row(tmp_path: Path, settings: Sett
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM)).tolist()
     items = [row(store, "The deploy key rotates monthly", base), row(store, "the DEPLOY key rotates  monthly", base)]
-    first, second = wp.remember_batch(store, items)
+    first, second = wp.remember_batch(store.engine, items)
     assert not isinstance(first, BaseException) and not isinstance(second, BaseException)
     assert (first.outcome, second.outcome) == ("created", "exact_duplicate")
     assert second.memory["id"] == first.memory["id"]
@@ -207,7 +207,7 @@ def test_a_near_duplicate_of_an_earlier_row_of_the_batch_collapses_into_it(tmp_p
         row(store, "An unrelated fact about lunch", other),
         row(store, "Every night at two the deploy runs", at_cosine(base, 0.98)),
     ]
-    results = wp.remember_batch(store, items)
+    results = wp.remember_batch(store.engine, items)
     assert not any(isinstance(r, BaseException) for r in results)
     a, b, c = results
     assert (a.outcome, b.outcome, c.outcome) == ("created", "created", "semantic_duplicate")  # type: ignore[union-attr]
@@ -219,7 +219,7 @@ def test_a_contradiction_within_one_batch_is_flagged(tmp_path: Path, settings: S
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM))
     old, new = wp.remember_batch(
-        store,
+        store.engine,
         [row(store, "User lives in Berlin", base.tolist()), row(store, "User lives in Munich", at_cosine(base, 0.9))],
     )
     assert not isinstance(old, BaseException) and not isinstance(new, BaseException)
@@ -232,7 +232,7 @@ def test_a_batch_embeds_its_rows_in_one_call_and_a_refused_text_fails_its_write_
 ) -> None:
     store = open_store(tmp_path, settings)
     calls: list[list[str]] = []
-    embed = store.embed
+    embed = store.engine.embed
 
     def refusing(texts: object) -> np.ndarray:
         texts = list(texts)  # type: ignore[call-overload]
@@ -241,18 +241,22 @@ def test_a_batch_embeds_its_rows_in_one_call_and_a_refused_text_fails_its_write_
             raise ValueError("the embedder refused a text")
         return embed(texts)
 
-    monkeypatch.setattr(store, "embed", refusing)
+    monkeypatch.setattr(store.engine, "embed", refusing)
     given = unit(np.random.default_rng(3).normal(size=DIM)).tolist()
-    items = [(store.new_row("a", text), "test") for text in ("Deploys run at two", "A lunch fact", "Tea at four")]
+    items = [
+        (store.engine.new_row("a", text), "test") for text in ("Deploys run at two", "A lunch fact", "Tea at four")
+    ]
     items[2][0]["vector"] = given  # a given vector is not embedded
-    first, second, third = wp.remember_batch(store, items)
+    first, second, third = wp.remember_batch(store.engine, items)
     assert calls == [["Deploys run at two", "A lunch fact"]]
     assert [r.outcome for r in (first, second, third)] == ["created"] * 3  # type: ignore[union-attr]
     assert np.allclose(third.memory["vector"], given)  # type: ignore[union-attr]
 
     calls.clear()
-    items = [(store.new_row("a", text), "test") for text in ("The build is green", "this is refused", "Cats nap")]
-    ok, refused, also = wp.remember_batch(store, items)
+    items = [
+        (store.engine.new_row("a", text), "test") for text in ("The build is green", "this is refused", "Cats nap")
+    ]
+    ok, refused, also = wp.remember_batch(store.engine, items)
     assert calls[0] == ["The build is green", "this is refused", "Cats nap"] and len(calls) == 4  # then one by one
     assert isinstance(refused, ValueError)
     assert not isinstance(ok, BaseException) and not isinstance(also, BaseException)
@@ -287,7 +291,7 @@ def test_library_threads_racing_one_content_get_one_row(tmp_path: Path, settings
         t.start()
     for t in threads:
         t.join(120)
-    rows = store.scan("a", columns=["id", "content"]).to_pylist()
+    rows = store.engine.scan("a", columns=["id", "content"]).to_pylist()
     assert len(rows) == 7
     by_fact: dict[str, set[str]] = {}
     for fact, memory_id in told:
@@ -304,9 +308,9 @@ def test_steady_single_writes_keep_the_fragment_count_bounded(tmp_path: Path, se
         # the flag's update rewrites fragments, which is not the steady append this test is about
         word = hashlib.sha1(str(i).encode()).hexdigest()[:10]
         store.remember("a", f"distinct fact {word} about the queue")
-        wait_idle(store, 60)  # in service the compaction runs beside the writes; here each one finishes
-    assert compactions(store) >= 1
-    assert fragments(store) < MAX_FRAGMENTS
+        wait_idle(store.engine, 60)  # in service the compaction runs beside the writes; here each one finishes
+    assert compactions(store.engine) >= 1
+    assert fragments(store.engine) < MAX_FRAGMENTS
     assert len(store.list_memories("a")) == MAX_FRAGMENTS + 40
 
 
@@ -339,7 +343,7 @@ def test_a_script_ending_while_a_compaction_runs_waits_for_it_and_exits_cleanly(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     store = MemoryStore.open(uri, settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
-    assert fragments(store) < MAX_FRAGMENTS  # the compaction ran to its end
+    assert fragments(store.engine) < MAX_FRAGMENTS  # the compaction ran to its end
     assert len(store.list_memories("a")) == int(done.stdout)
 
 
@@ -398,10 +402,10 @@ def test_the_compactions_commits_meet_no_append_of_this_process(
         t.start()
     for t in writers:
         t.join(120)
-    wait_idle(store, 60)
+    wait_idle(store.engine, 60)
     assert commits["merge"] >= 3 and commits["index"] >= 3
     assert not overlaps
-    assert store.count("a") == 241 and fragments(store) < 4 + 8
+    assert store.count("a") == 241 and fragments(store.engine) < 4 + 8
 
 
 def test_old_versions_are_cleaned_up_as_writes_go_on(
@@ -416,16 +420,16 @@ def test_old_versions_are_cleaned_up_as_writes_go_on(
     monkeypatch.setattr(version_rules, "VERSIONS_MIN_AGE", timedelta(0))
     store = open_store(tmp_path, settings)
     first = store.remember("a", "the first fact").memory
-    early = store.memories.version
+    early = store.engine.memories.version
     for i in range(80):
         store.remember("a", f"fact number {i} about the release train")
-        wait_idle(store, 60)
-    state = sc._states[store.shards[0]]
+        wait_idle(store.engine, 60)
+    state = sc._states[store.engine.shards[0]]
     assert state.cleanups >= 4
-    versions = [int(v["version"]) for v in store.memories.list_versions()]
+    versions = [int(v["version"]) for v in store.engine.memories.list_versions()]
     assert len(versions) <= 8 + 16 and early not in versions
     with pytest.raises(Exception, match="(?i)not found|version"):
-        store.scan("a", version=early)
+        store.engine.scan("a", version=early)
     assert store.get(first["id"], track_access=False)["content"] == "the first fact"
     assert store.count("a") == 81
 
@@ -442,17 +446,17 @@ def test_the_compaction_indexes_new_rows_as_delta_segments_and_merges_them(
     monkeypatch.setattr(sc, "INDEX_ROWS", 1)
     store = open_store(tmp_path, settings)
     facts, ids, segments = _write_one_by_one(
-        store, "queue", 40, lambda: max(i.num_segments for i in store.memories.list_indices())
+        store, "queue", 40, lambda: max(i.num_segments for i in store.engine.memories.list_indices())
     )
-    assert compactions(store) >= 8
+    assert compactions(store.engine) >= 8
     # a compaction that brings an index to 3 segments merges them: each grew to 2, then went back to 1, again and again
     assert max(segments) == 2 and segments[-10:].count(1) >= 3
-    indexes = {i.name: i for i in store.memories.list_indices()}
+    indexes = {i.name: i for i in store.engine.memories.list_indices()}
     assert {"agent_id_idx", "id_idx", "content_hash_idx"} <= indexes.keys()
     assert all(i.num_unindexed_rows < 4 for i in indexes.values())  # only the rows since the last compaction
     assert [store.get(i, track_access=False)["content"] for i in ids] == facts
     assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)
-    assert store.memories.count_rows() == len(facts)
+    assert store.engine.memories.count_rows() == len(facts)
 
 
 def test_rows_are_indexed_only_past_index_rows_and_found_before(
@@ -465,9 +469,9 @@ def test_rows_are_indexed_only_past_index_rows_and_found_before(
     monkeypatch.setattr(sc, "INDEX_ROWS", 20)
     store = open_store(tmp_path, settings)
     facts, ids, unindexed = _write_one_by_one(
-        store, "build", 30, lambda: store.memories.index_stats("content_hash_idx").num_unindexed_rows
+        store, "build", 30, lambda: store.engine.memories.index_stats("content_hash_idx").num_unindexed_rows
     )
-    assert compactions(store) >= 4 and fragments(store) < 4 + 4
+    assert compactions(store.engine) >= 4 and fragments(store.engine) < 4 + 4
     assert max(unindexed) >= 19 and unindexed[-1] < unindexed[-12]  # grew to the bound, then were indexed
     assert [store.get(i, track_access=False)["content"] for i in ids] == facts
     assert all(store.remember("a", fact).outcome == "exact_duplicate" for fact in facts)
@@ -502,11 +506,11 @@ def test_near_duplicates_of_stored_rows_in_one_batch_collapse_in_one_commit(tmp_
     items.append(row(store, "near duplicate 0 again: the queue drains at night", at_cosine(bases[0], 0.985, seed=7)))
     # the content of item 1 again: nothing of it is stored, so it folds again, as a later write would
     items.append(row(store, "NEAR duplicate 1:  at night the queue drains", items[1][0]["vector"]))
-    table = store.shard_for("a").memories
+    table = store.engine.shard_for("a").memories
     before = table.version
-    batch = wp.remember_batch(store, items)
+    batch = wp.remember_batch(store.engine, items)
     assert table.version == before + 1
-    one_by_one = [wp.remember_batch(twin, [copy.deepcopy(item)])[0] for item in items]
+    one_by_one = [wp.remember_batch(twin.engine, [copy.deepcopy(item)])[0] for item in items]
     assert told(batch) == told(one_by_one)
     assert [(outcome, memory_id) for outcome, memory_id, _ in told(batch)] == [
         ("semantic_duplicate", stored[k]) for k in (0, 1, 2, 3, 0, 1)
@@ -547,14 +551,14 @@ def test_a_failed_collapse_reaches_only_the_writers_it_folds(
     def boom(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(store, "cas_write", boom)
+    monkeypatch.setattr(store.engine, "cas_write", boom)
     fresh = unit(np.random.default_rng(99).normal(size=DIM)).tolist()
     items = [
         row(store, "near duplicate 0: at night the queue drains", at_cosine(bases[0], 0.98)),
         row(store, "An unrelated fact about lunch", fresh),
         row(store, "near duplicate 1: at night the queue drains", at_cosine(bases[1], 0.98)),
     ]
-    first, created, second = wp.remember_batch(store, items)
+    first, created, second = wp.remember_batch(store.engine, items)
     assert isinstance(first, RuntimeError) and isinstance(second, RuntimeError)
     assert not isinstance(created, BaseException) and created.outcome == "created"
     assert all(r["reinforcement_count"] == 0 for r in store.list_memories("a"))
@@ -566,15 +570,15 @@ def test_a_collapse_into_a_row_edited_since_its_check_folds_into_the_edit(
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM))
     stored = store.remember("a", "Deploys run every night at two", vector=base.tolist()).memory
-    real, edited = store.cas_write, []
+    real, edited = store.engine.cas_write, []
 
     def edit_first(*args: object, **kwargs: object) -> object:
         if kwargs.get("action") == "dedup" and not edited:  # a concurrent edit lands between read and commit
             edited.append(store.update(stored["id"], expected_version=stored["version"], pinned=True))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "cas_write", edit_first)
-    (told,) = wp.remember_batch(store, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    monkeypatch.setattr(store.engine, "cas_write", edit_first)
+    (told,) = wp.remember_batch(store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
     assert not isinstance(told, BaseException) and told.outcome == "semantic_duplicate" and edited
     assert told.memory == store.get(stored["id"], track_access=False)
     assert told.memory["pinned"] and told.memory["reinforcement_count"] == 1  # the retry folded into the edit
@@ -591,7 +595,7 @@ def edited_while_folding(
     there = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM))
     stored = store.remember("a", "Deploys run every night at two", vector=base.tolist()).memory
-    real_cas, real_get, landed = store.cas_write, store.get_many, []
+    real_cas, real_get, landed = store.engine.cas_write, store.engine.get_many, []
 
     def edit() -> None:
         if len(landed) < edits:
@@ -602,19 +606,19 @@ def edited_while_folding(
         if kwargs.get("action") != "dedup":
             return real_cas(*args, **kwargs)  # type: ignore[arg-type]
         edit()
-        monkeypatch.setattr(store, "get_many", get_many)
+        monkeypatch.setattr(store.engine, "get_many", get_many)
         try:
             return real_cas(*args, **kwargs)  # type: ignore[arg-type]
         finally:
-            monkeypatch.setattr(store, "get_many", real_get)
+            monkeypatch.setattr(store.engine, "get_many", real_get)
 
     def get_many(*args: object, **kwargs: object) -> object:
         found = real_get(*args, **kwargs)  # type: ignore[arg-type]
         edit()  # after the compare-and-set's re-read, before its retry
         return found
 
-    monkeypatch.setattr(store, "cas_write", cas_write)
-    (told,) = wp.remember_batch(store, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    monkeypatch.setattr(store.engine, "cas_write", cas_write)
+    (told,) = wp.remember_batch(store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
     return store, stored, told, len(landed)
 
 
@@ -643,13 +647,13 @@ def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settin
     n = MAX_FRAGMENTS + 40
     bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(n)]
     stored = [row(store, f"stored fact {k}: the queue drains at night", b.tolist()) for k, b in enumerate(bases)]
-    assert all(not isinstance(r, BaseException) for r in wp.remember_batch(store, stored))  # one fragment
+    assert all(not isinstance(r, BaseException) for r in wp.remember_batch(store.engine, stored))  # one fragment
     for k, b in enumerate(bases):  # a collapse moves its row to a fragment of its own; nothing else is written
         again = store.remember("a", f"near duplicate {k}: at night the queue drains", vector=at_cosine(b, 0.98, seed=k))
         assert again.outcome == "semantic_duplicate"
-        wait_idle(store, 60)
-    assert compactions(store) >= 1
-    assert fragments(store) < MAX_FRAGMENTS
+        wait_idle(store.engine, 60)
+    assert compactions(store.engine) >= 1
+    assert fragments(store.engine) < MAX_FRAGMENTS
 
 
 def _one_batch_at_a_time() -> Callable[[object], list[int]]:
@@ -681,7 +685,7 @@ def _write_one_by_one(
     measured: list[int] = []
     for fact in facts[1:]:
         ids.append(store.remember("a", fact).memory["id"])
-        wait_idle(store, 60)
+        wait_idle(store.engine, 60)
         measured.append(measure())
     return facts, ids, measured
 
@@ -711,20 +715,20 @@ def test_a_write_whose_fold_target_is_deleted_mid_batch_is_written_as_new(
 
         monkeypatch.setattr(wp, "rows_by_id", rows_by_id)
     else:  # between that read and the fold's compare-and-set
-        real_cas = store.cas_write
+        real_cas = store.engine.cas_write
 
         def cas_write(*args: object, **kwargs: object) -> object:
             if kwargs.get("action") == "dedup":
                 delete_once()
             return real_cas(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(store, "cas_write", cas_write)
+        monkeypatch.setattr(store.engine, "cas_write", cas_write)
     other = unit(np.random.default_rng(1).normal(size=DIM)).tolist()
     items = [
         row(store, "The VPN profile expires in June", other),
         row(store, "Every night at two the deploy runs", at_cosine(base, 0.98)),
     ]
-    first, told = wp.remember_batch(store, items)
+    first, told = wp.remember_batch(store.engine, items)
     assert deleted == [stored["id"]]
     assert not isinstance(first, BaseException) and first.outcome == "created"
     assert not isinstance(told, BaseException), told  # was MemoryNotFound

@@ -25,12 +25,12 @@ def test_maintain_under_concurrent_writers_never_fails(
     store: MemoryStore, store_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # many fragments of real rows: compaction is a long Rewrite that the writers' updates keep preempting
-    vectors = store.embed([f"row {i}" for i in range(FRAGMENT)]).tolist()
+    vectors = store.engine.embed([f"row {i}" for i in range(FRAGMENT)]).tolist()
     for k in range(FRAGMENTS):
-        rows = [store.new_row("a", f"fragment {k} row {i} about the service") for i in range(FRAGMENT)]
+        rows = [store.engine.new_row("a", f"fragment {k} row {i} about the service") for i in range(FRAGMENT)]
         for row, vector in zip(rows, vectors, strict=True):
             row["vector"] = vector
-        store.memories.add(rows_to_table(rows, store.memory_schema))
+        store.engine.memories.add(rows_to_table(rows, store.engine.memory_schema))
     go = tmp_path / "go"
     outs = [tmp_path / f"w{k}.json" for k in range(WRITERS)]
     procs = [
@@ -39,9 +39,9 @@ def test_maintain_under_concurrent_writers_never_fails(
         )
         for o in outs
     ]
-    start = store.memories.version
+    start = store.engine.memories.version
     go.touch()
-    while store.memories.version < start + 10:  # the writers are busy
+    while store.engine.memories.version < start + 10:  # the writers are busy
         time.sleep(0.05)
     monkeypatch.setattr(maint, "CONFLICT_BUDGET_S", 2.0)  # keep the test short
     # Before: "RuntimeError: lance error: Retryable commit conflict for version N: This Rewrite transaction was
@@ -53,7 +53,9 @@ def test_maintain_under_concurrent_writers_never_fails(
         p.join(60)
         assert p.exitcode == 0
     applied = sum(json.loads(o.read_text())["applied"] for o in outs)
-    total = sum(r["reinforcement_count"] or 0 for r in store.scan("a", columns=["reinforcement_count"]).to_pylist())
+    total = sum(
+        r["reinforcement_count"] or 0 for r in store.engine.scan("a", columns=["reinforcement_count"]).to_pylist()
+    )
     assert total == applied  # every acknowledged write is there once compaction is done
     assert any(r.retries > 0 or r.skipped for r in reports)  # it met the writers
     assert all(name in maint.TABLES for r in reports for name, _ in r.skipped)

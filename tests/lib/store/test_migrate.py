@@ -50,7 +50,7 @@ def build(uri: str) -> None:
         row = store.update(r.memory["id"], expected_version=1, importance=0.9)
         store.delete(row["id"])
         store.restore(row["id"])
-        store.save_plan(agent, {"clusters": [n]})
+        store.engine.save_plan(agent, {"clusters": [n]})
         decay_importance(store, agent, now=T0 + timedelta(days=2))
         store.recall(agent, "where does the user live", k=2)
     assert store.count() == 30
@@ -61,7 +61,7 @@ def snapshot(uri: str, shards: int) -> dict[str, list[dict[str, Any]]]:
     store = MemoryStore.open(uri, settings=settings(shards))
     out: dict[str, list[dict[str, Any]]] = {}
     for base in TABLES:
-        rows = [r for shard in store.shards for r in shard.tables()[base].to_arrow().to_pylist()]
+        rows = [r for shard in store.engine.shards for r in shard.tables()[base].to_arrow().to_pylist()]
         out[base] = sorted(rows, key=lambda r: tuple(str(r[c]) for c in KEYS[base]))
     return out
 
@@ -76,8 +76,8 @@ def test_one_to_four_to_two_to_one_loses_nothing(store_uri: str) -> None:
         assert snapshot(store_uri, n) == before
         store = MemoryStore.open(store_uri, settings=settings(n))
         for agent in store.agents():  # and each agent's rows are in its own shard's table only
-            k = store.shard_of(agent)
-            assert store.shards[k].memories.count_rows(f"agent_id = '{agent}'") == 3
+            k = store.engine.shard_of(agent)
+            assert store.engine.shards[k].memories.count_rows(f"agent_id = '{agent}'") == 3
         with pytest.raises(ShardCountMismatch):
             MemoryStore.open(store_uri, settings=settings(n + 1))
     names = sorted(p.name for p in Path(store_uri).iterdir())
@@ -91,22 +91,22 @@ def test_a_store_made_before_stable_row_ids_gets_them(store_uri: str) -> None:
     its write cache catches up instead of re-reading agents."""
     pre_row_versions(store_uri, settings(1).hashing_dim)
     build(store_uri)
-    assert not MemoryStore.open(store_uri, settings=settings(1)).shards[0].tracks_versions
+    assert not MemoryStore.open(store_uri, settings=settings(1)).engine.shards[0].tracks_versions
     before = snapshot(store_uri, 1)
     migrate(store_uri, shards=2, settings=settings(1))
     store = MemoryStore.open(store_uri, settings=settings(2))
-    assert all(shard.tracks_versions for shard in store.shards) and snapshot(store_uri, 2) == before
+    assert all(shard.tracks_versions for shard in store.engine.shards) and snapshot(store_uri, 2) == before
     store.remember("agent-1", "a fact written after the migration")
-    k = store.shard_of("agent-1")
-    assert store.shards[k].memories.count_rows(f"{CREATED_AT} > 1") == 1
+    k = store.engine.shard_of("agent-1")
+    assert store.engine.shards[k].memories.count_rows(f"{CREATED_AT} > 1") == 1
 
 
 def test_migrating_to_the_current_count_changes_nothing(store_uri: str) -> None:
     build(store_uri)
-    versions = MemoryStore.open(store_uri, settings=settings(1)).table_versions()
+    versions = MemoryStore.open(store_uri, settings=settings(1)).engine.table_versions()
     report = migrate(store_uri, shards=1, settings=settings(1))
     assert (report.source, report.target, report.copied) == (1, 1, ())
-    assert MemoryStore.open(store_uri, settings=settings(1)).table_versions() == versions
+    assert MemoryStore.open(store_uri, settings=settings(1)).engine.table_versions() == versions
 
 
 KILLER = """
@@ -176,7 +176,7 @@ def test_a_write_during_the_migration_is_not_lost(store_uri: str) -> None:
     assert report.copied == (0, 1) and report.rows["memories"] == 31
     store = MemoryStore.open(store_uri, settings=settings(2))
     assert "A late fact written mid-migration" in {r["content"] for r in store.list_memories("agent-1")}
-    assert {table_name("memories", k, 2) for k in range(2)} <= set(store.tables())
+    assert {table_name("memories", k, 2) for k in range(2)} <= set(store.engine.tables())
 
 
 def layout_tables(uri: str) -> list[str]:

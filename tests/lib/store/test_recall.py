@@ -29,7 +29,7 @@ def test_superseded_archived_hidden_contradicted_visible(store: MemoryStore) -> 
         name: store.remember("alice", f"memory about the {name} topic").memory
         for name in ("plain", "superseded", "archived", "contradicted", "marker")
     }
-    store.cas_write(
+    store.engine.cas_write(
         [
             {
                 "id": rows["superseded"]["id"],
@@ -41,14 +41,14 @@ def test_superseded_archived_hidden_contradicted_visible(store: MemoryStore) -> 
         actor="t",
         action="t",
     )
-    store.cas_write(
+    store.engine.cas_write(
         [{"id": rows["archived"]["id"], "version": 1, "status": "archived"}], actor="t", action="t"
     )
-    store.cas_write(
+    store.engine.cas_write(
         [{"id": rows["contradicted"]["id"], "version": 1, "status": "contradicted"}], actor="t", action="t"
     )
     # A pass that rewrote status to "stale" must not un-hide a row carrying the superseded_by marker.
-    store.cas_write(
+    store.engine.cas_write(
         [{"id": rows["marker"]["id"], "version": 1, "status": "stale", "superseded_by": rows["plain"]["id"]}],
         actor="t",
         action="t",

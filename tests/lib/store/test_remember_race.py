@@ -34,7 +34,7 @@ def test_racing_writers_of_the_same_content_leave_one_row_each(
         p.join(120)
         assert p.exitcode == 0
     results = [json.loads(o.read_text()) for o in outs]
-    rows = store.scan("a", columns=["id", "content"]).to_pylist()
+    rows = store.engine.scan("a", columns=["id", "content"]).to_pylist()
     per_content = Counter(r["content"] for r in rows)
     assert max(per_content.values()) == 1, [c for c, n in per_content.items() if n > 1]  # was 3-5 duplicates
     assert len(rows) == len(CONTENTS) + 1
@@ -44,5 +44,5 @@ def test_racing_writers_of_the_same_content_leave_one_row_each(
         assert told == {stored[content]}, content  # every writer got the row that stayed
         outcomes = Counter(results[w][k]["outcome"] for w in range(WRITERS))
         assert outcomes["created"] == 1 and set(outcomes) <= {"created", "exact_duplicate"}, outcomes
-    collapsed = store.audit_for_agent("a", actions=["dedup_collapse"]).to_pylist()
+    collapsed = store.engine.audit_for_agent("a", actions=["dedup_collapse"]).to_pylist()
     assert all(e["before"] and e["memory_id"] not in stored.values() for e in collapsed)

@@ -22,7 +22,7 @@ def store(tmp_path: Path, settings: Settings) -> MemoryStore:
 
 
 def unchanged(store: MemoryStore) -> tuple[int, int]:
-    return store.memories.version, store.audit.table.count_rows()
+    return store.engine.memories.version, store.engine.audit.table.count_rows()
 
 
 def merged(store: MemoryStore) -> tuple[str, str, str]:
@@ -35,7 +35,7 @@ def merged(store: MemoryStore) -> tuple[str, str, str]:
 def test_restore_refuses_to_revert_an_edit_made_after_a_supersede(store: MemoryStore) -> None:
     old = store.remember("a", "User lives in Berlin").memory
     new = store.remember("a", "Completely different memory about tea").memory
-    assert mark_superseded(store, old, by=new["id"], reason="test", actor="test")  # leaves it at version 2
+    assert mark_superseded(store.engine, old, by=new["id"], reason="test", actor="test")  # leaves it at version 2
     edited = store.update(old["id"], expected_version=2, tags=["checked"])  # version 3, still hidden
     before = unchanged(store)
     with pytest.raises(RestoreConflict) as err:
@@ -70,7 +70,7 @@ def test_restore_refuses_to_revert_an_edit_made_after_a_merge(store: MemoryStore
     with pytest.raises(RestoreConflict):
         store.restore(m1)
     assert unchanged(store) == before
-    assert store.links_of([m1], rel="duplicate-of")  # nothing undone either
+    assert store.engine.links_of([m1], rel="duplicate-of")  # nothing undone either
 
 
 def test_restoring_a_merged_member_removes_its_link_and_merged_from_entry(store: MemoryStore) -> None:
@@ -83,8 +83,8 @@ def test_restoring_a_merged_member_removes_its_link_and_merged_from_entry(store:
 
     back = store.restore(m1)
     assert strip(back) == strip(original) and back["status"] == "active" and back["superseded_by"] is None
-    assert not store.links_of([m1], rel="duplicate-of")
-    assert [(x["src_id"], x["dst_id"]) for x in store.links_of([m2], rel="duplicate-of")] == [(m2, c)]
+    assert not store.engine.links_of([m1], rel="duplicate-of")
+    assert [(x["src_id"], x["dst_id"]) for x in store.engine.links_of([m2], rel="duplicate-of")] == [(m2, c)]
     after = store.get(c, track_access=False)
     assert [e["id"] for e in loads_metadata(after)["merged_from"]] == [m2]
     assert after["version"] == canonical["version"] + 1
@@ -93,7 +93,7 @@ def test_restoring_a_merged_member_removes_its_link_and_merged_from_entry(store:
 
     store.restore(m2)
     assert "merged_from" not in loads_metadata(store.get(c, track_access=False))
-    assert not store.links_for_agent("a").num_rows
+    assert not store.engine.links_for_agent("a").num_rows
 
 
 def test_a_second_restore_is_refused_as_nothing_to_restore(store: MemoryStore) -> None:

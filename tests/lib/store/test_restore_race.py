@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engram_pipeline.store import MemoryStore, RestoreDuplicate
+from engram_pipeline.store.core import ShardedEngine
 from tests.lib.store_procs import fork_worker
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def test_two_restores_of_each_deleted_row_restore_it_once(store: MemoryStore, st
     rows = deleted_rows(store)
     ids = list(rows)
     first, second = race(store_uri, tmp_path, ("restore", *ids), ("restore", *ids))
-    per_id = Counter(store.scan("a", columns=["id"])["id"].to_pylist())
+    per_id = Counter(store.engine.scan("a", columns=["id"])["id"].to_pylist())
     assert [i for i in ids if per_id[i] != 1] == []  # was 20 of 30 held by two rows
     for k, memory_id in enumerate(ids):
         told = Counter((first[k], second[k]))
@@ -68,7 +69,7 @@ def test_a_restore_racing_a_write_of_its_content_leaves_one_row(
     rows = deleted_rows(store)
     ids = list(rows)
     restored, remembered = race(store_uri, tmp_path, ("restore", *ids), ("remember", "a", *CONTENTS))
-    stored = store.scan("a", columns=["id", "content"]).to_pylist()
+    stored = store.engine.scan("a", columns=["id", "content"]).to_pylist()
     per_content = Counter(r["content"] for r in stored)
     assert [c for c in CONTENTS if per_content[c] != 1] == []
     assert max(Counter(r["id"] for r in stored).values()) == 1
@@ -87,17 +88,17 @@ def test_restoring_a_row_whose_content_was_written_again_is_refused(store: Memor
     old = store.remember("a", "The staging DB is on port 5433").memory
     store.delete(old["id"])
     new = store.remember("a", "The staging DB is on port 5433").memory
-    versions = store.table_versions()
+    versions = store.engine.table_versions()
     with pytest.raises(RestoreDuplicate) as refused:
         store.restore(old["id"])
     assert refused.value.existing_id == new["id"] and new["id"] in str(refused.value)
-    assert store.table_versions() == versions  # nothing written
-    assert [r["id"] for r in store.scan("a", columns=["id"]).to_pylist()] == [new["id"]]
+    assert store.engine.table_versions() == versions  # nothing written
+    assert [r["id"] for r in store.engine.scan("a", columns=["id"]).to_pylist()] == [new["id"]]
     store.delete(new["id"])
     assert store.restore(old["id"])["id"] == old["id"]  # the way back the message names
 
 
-class WriteAfterCheck(MemoryStore):
+class WriteAfterCheck(ShardedEngine):
     """Stages the race deterministically: another writer (a second handle on the store) remembers ``content``
     right after restore's read found no row holding it, before restore's insert."""
 
@@ -112,12 +113,12 @@ class WriteAfterCheck(MemoryStore):
 
 
 def test_a_write_between_the_check_and_the_insert_withdraws_the_restore(store_uri: str, settings) -> None:
-    store = WriteAfterCheck.open(store_uri, settings=settings)
+    store = MemoryStore(WriteAfterCheck.open(store_uri, settings=settings))
     old = store.remember("a", "The VPN profile expires in June").memory
     store.delete(old["id"])
-    store.content = old["content"]
+    store.engine.content = old["content"]
     with pytest.raises(RestoreDuplicate) as refused:
         store.restore(old["id"])
-    [row] = store.scan("a", columns=["id", "content"]).to_pylist()
+    [row] = store.engine.scan("a", columns=["id", "content"]).to_pylist()
     assert row["id"] == refused.value.existing_id != old["id"]
     assert restores_of(store, old["id"]) == 0

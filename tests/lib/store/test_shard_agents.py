@@ -24,17 +24,17 @@ def sharded(tmp_path: Path) -> MemoryStore:
 
 
 def test_the_shards_partition_the_agents(sharded: MemoryStore) -> None:
-    shards = [sharded.agents_in_shard(k) for k in range(SHARDS)]
+    shards = [sharded.engine.agents_in_shard(k) for k in range(SHARDS)]
     assert sorted(a for agents in shards for a in agents) == sharded.agents()  # each agent once
     assert {k: agents for k, agents in enumerate(shards) if agents} == by_shard(sharded.agents(), SHARDS)
 
 
 def test_a_shard_sweep_reports_its_agents(sharded: MemoryStore) -> None:
-    agents = sharded.agents_in_shard(1)
+    agents = sharded.engine.agents_in_shard(1)
     assert sorted(sweep(sharded, "health", agents).agents) == agents
 
 
 @pytest.mark.parametrize("shard", [-1, SHARDS])
 def test_a_shard_outside_the_store_is_refused(sharded: MemoryStore, shard: int) -> None:
     with pytest.raises(ValueError, match=rf"shard must be in \[0, {SHARDS}\); got {shard}"):
-        sharded.agents_in_shard(shard)
+        sharded.engine.agents_in_shard(shard)

@@ -54,14 +54,16 @@ def test_each_agents_rows_live_only_in_its_shard(store_uri: str) -> None:
     groups = by_shard(AGENTS, 4)
     assert len(groups) > 1, "the corpus spans shards"
     for k in range(4):
-        table = store.shards[k].memories
+        table = store.engine.shards[k].memories
         assert table.name == table_name("memories", k, 4) == f"memories_s{k}of4"
         held = sorted(set(table.to_arrow()["agent_id"].to_pylist()))
-        assert held == groups.get(k, []) == store.agents_in_shard(k)
-        assert all(store.shard_of(a) == k for a in held)
-    assert set(store.tables()) == {table_name(b, k, 4) for b in store.shards[0].tables() for k in range(4)}
+        assert held == groups.get(k, []) == store.engine.agents_in_shard(k)
+        assert all(store.engine.shard_of(a) == k for a in held)
+    assert set(store.engine.tables()) == {
+        table_name(b, k, 4) for b in store.engine.shards[0].tables() for k in range(4)
+    }
     assert sum(store.count(a) for a in AGENTS) == store.count() == 3 * len(AGENTS)
-    assert {a: c["active"] for a, c in store.counts_by_status().items()} == dict.fromkeys(AGENTS, 3)
+    assert {a: c["active"] for a, c in store.engine.counts_by_status().items()} == dict.fromkeys(AGENTS, 3)
 
 
 def test_verbs_route_to_the_agents_shard(store_uri: str) -> None:
@@ -84,17 +86,17 @@ def test_verbs_route_to_the_agents_shard(store_uri: str) -> None:
     restored = store.restore(mid)
     assert restored["content"] == f"{agent} prefers coffee" and restored["agent_id"] == agent
     assert [e["action"] for e in store.audit_events(mid)] == ["update", "delete", "restore"]
-    k = store.shard_of(agent)
-    assert store.shards[k].audit.table.count_rows() == 3
-    assert sum(s.audit.table.count_rows() for s in store.shards) == 3  # no other shard got an event
-    store.log_access([store.get(i, track_access=False) for a in AGENTS[:4] for i in ids[a]])
-    assert store.fold_access().applied == 12
+    k = store.engine.shard_of(agent)
+    assert store.engine.shards[k].audit.table.count_rows() == 3
+    assert sum(s.audit.table.count_rows() for s in store.engine.shards) == 3  # no other shard got an event
+    store.engine.log_access([store.get(i, track_access=False) for a in AGENTS[:4] for i in ids[a]])
+    assert store.engine.fold_access().applied == 12
     assert store.get(ids[AGENTS[0]][0], track_access=False)["access_count"] == 1
-    plan = store.save_plan(agent, {"clusters": []})
-    assert store.get_plan(plan)["agent_id"] == agent and store.close_plan(plan, "discarded", {})
-    store.set_cursor("p", agent, {"after": "x"})
-    assert store.get_cursor("p", agent) == {"after": "x"}
-    assert store.shards[k].cursors.table.count_rows() == 1
+    plan = store.engine.save_plan(agent, {"clusters": []})
+    assert store.engine.get_plan(plan)["agent_id"] == agent and store.engine.close_plan(plan, "discarded", {})
+    store.engine.set_cursor("p", agent, {"after": "x"})
+    assert store.engine.get_cursor("p", agent) == {"after": "x"}
+    assert store.engine.shards[k].cursors.table.count_rows() == 1
     report = store.maintain()
     assert len(report.tables) == 24 and not report.skipped
 
@@ -141,53 +143,53 @@ def _writers(uri: str, agents: list[str], n: int, *, start: int = 0) -> list[int
 
 def test_writers_of_different_shards_commit_to_different_tables(store_uri: str) -> None:
     store = sharded(store_uri)
-    a, b = "agent-0", next(x for x in AGENTS if store.shard_of(x) != store.shard_of("agent-0"))
-    ka, kb = store.shard_of(a), store.shard_of(b)
+    a, b = "agent-0", next(x for x in AGENTS if store.engine.shard_of(x) != store.engine.shard_of("agent-0"))
+    ka, kb = store.engine.shard_of(a), store.engine.shard_of(b)
     for agent, k in ((a, ka), (b, kb)):  # one writer alone: only its shard's tables move
-        before = store.table_versions()
+        before = store.engine.table_versions()
         assert _writers(store_uri, [agent], 3) == [3]
-        moved = {name for name, v in store.table_versions().items() if v != before[name]}
-        assert moved and moved <= {table_name(base, k, 4) for base in store.shards[k].tables()}
+        moved = {name for name, v in store.engine.table_versions().items() if v != before[name]}
+        assert moved and moved <= {table_name(base, k, 4) for base in store.engine.shards[k].tables()}
     assert _writers(store_uri, [a, b], 10, start=3) == [13, 13]  # racing, in two processes: nothing lost
-    assert store.agents_in_shard(ka).count(a) == 1 and a not in store.agents_in_shard(kb)
+    assert store.engine.agents_in_shard(ka).count(a) == 1 and a not in store.engine.agents_in_shard(kb)
 
 
 def test_another_shard_count_is_refused_and_changes_nothing(store_uri: str) -> None:
     store = sharded(store_uri)
     corpus(store)
-    before = (store.table_versions(), sorted(p.name for p in Path(store_uri).iterdir()))
+    before = (store.engine.table_versions(), sorted(p.name for p in Path(store_uri).iterdir()))
     for other in (1, 2, 8):
         with pytest.raises(ShardCountMismatch, match="has 4 shard") as err:
             sharded(store_uri, other)
         assert "ENGRAM_SHARDS=4" in str(err.value) and f"engram migrate --shards {other}" in str(err.value)
-    assert (store.table_versions(), sorted(p.name for p in Path(store_uri).iterdir())) == before
+    assert (store.engine.table_versions(), sorted(p.name for p in Path(store_uri).iterdir())) == before
     assert sharded(store_uri, 4).count() == 3 * len(AGENTS)
 
 
 def test_a_store_without_a_recorded_count_has_one_shard(store_uri: str) -> None:
     store = sharded(store_uri, 1)
     store.remember("a", "User lives in Berlin")
-    assert read_meta(store.meta)[SHARDS] == "1"
-    store.meta.delete(f"key = '{SHARDS}'")  # as a store made before shards were recorded
+    assert read_meta(store.engine.meta)[SHARDS] == "1"
+    store.engine.meta.delete(f"key = '{SHARDS}'")  # as a store made before shards were recorded
     again = sharded(store_uri, 1)
-    assert again.shard_count == 1 and again.memories.name == "memories" and again.count("a") == 1
+    assert again.shard_count == 1 and again.engine.memories.name == "memories" and again.count("a") == 1
     with pytest.raises(ShardCountMismatch):
         sharded(store_uri, 4)
 
 
 def test_one_shard_keeps_todays_table_names(store_uri: str) -> None:
     store = sharded(store_uri, 1)
-    assert set(store.tables()) == {"memories", "links", "audit", "plans", "cursors", "access_log"}
+    assert set(store.engine.tables()) == {"memories", "links", "audit", "plans", "cursors", "access_log"}
     assert content_hash("a", "x")  # the hash is the agent's: rows of one content hash share a shard
 
 
 def test_the_sharded_tables_are_not_reachable_as_one(store_uri: str) -> None:
     store = sharded(store_uri)
     with pytest.raises(Exception, match="4 shards"):
-        _ = store.memories
-    assert store.shard_for("agent-1") is store.shards[store.shard_of("agent-1")]
-    lease: Any = store.lease_holder("ltm_decay/agent-1")
-    assert lease is None and store.shards[store.shard_of("agent-1")].cursors.table.count_rows() == 1
+        _ = store.engine.memories
+    assert store.engine.shard_for("agent-1") is store.engine.shards[store.engine.shard_of("agent-1")]
+    lease: Any = store.engine.lease_holder("ltm_decay/agent-1")
+    assert lease is None and store.engine.shards[store.engine.shard_of("agent-1")].cursors.table.count_rows() == 1
 
 
 def test_many_agent_verbs_span_shards(store_uri: str) -> None:
@@ -195,9 +197,9 @@ def test_many_agent_verbs_span_shards(store_uri: str) -> None:
 
     store = sharded(store_uri)
     corpus(store)
-    rows = store.scan_agents(AGENTS[:7], columns=["id", "agent_id"])
+    rows = store.engine.scan_agents(AGENTS[:7], columns=["id", "agent_id"])
     assert len(by_shard(AGENTS[:7], 4)) > 1 and rows.num_rows == 21
     assert set(rows["agent_id"].to_pylist()) == set(AGENTS[:7])
-    assert store.scan_agents([], columns=["id"]).num_rows == 0
+    assert store.engine.scan_agents([], columns=["id"]).num_rows == 0
     report = sweep(store, "ltm_decay", AGENTS, now=T0 + timedelta(days=3))
     assert sorted(report.agents) == sorted(AGENTS) and report.totals()["processed"] == 3 * len(AGENTS)

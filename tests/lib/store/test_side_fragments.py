@@ -22,14 +22,16 @@ def test_cursor_and_audit_writes_keep_their_tables_compact(store: MemoryStore) -
         pytest.skip("reaches the one shard's tables directly; routing is test_shards' business")
     writes = 4 * SIDE_MAX_FRAGMENTS
     for n in range(writes):
-        store.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n), "done": True})
-        store.audit.record([{"memory_id": f"m{n}", "agent_id": f"agent-{n}", "action": "prune"}], actor="test")
+        store.engine.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n), "done": True})
+        store.engine.audit.record([{"memory_id": f"m{n}", "agent_id": f"agent-{n}", "action": "prune"}], actor="test")
     bound = SIDE_MAX_FRAGMENTS + SIDE_CHECK_EVERY
-    assert fragments(store.cursors.table) <= bound
-    assert fragments(store.audit.table) <= bound
+    assert fragments(store.engine.cursors.table) <= bound
+    assert fragments(store.engine.audit.table) <= bound
     # nothing lost to the compactions
-    assert all(store.get_cursor("ltm_decay", f"agent-{n}") == {"after": str(n), "done": True} for n in range(writes))
-    assert store.audit.table.count_rows() == writes
+    assert all(
+        store.engine.get_cursor("ltm_decay", f"agent-{n}") == {"after": str(n), "done": True} for n in range(writes)
+    )
+    assert store.engine.audit.table.count_rows() == writes
 
 
 def versions(table: object) -> int:
@@ -51,20 +53,22 @@ def test_side_tables_and_the_access_log_clean_up_their_old_versions(
     row = store.remember("a", "the fact that is read").memory
     writes = 80
     for n in range(writes):
-        store.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n), "done": True})
-        store.log_access([row])
+        store.engine.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n), "done": True})
+        store.engine.log_access([row])
     # 8 kept, at most 15 commits since the last clean-up, and a compaction's commit or two among them
-    assert versions(store.cursors.table) <= 8 + 16 + 2
-    assert versions(store.shards[0].access_log.table) <= 8 + 16 + 2
-    assert fragments(store.shards[0].access_log.table) <= SIDE_MAX_FRAGMENTS + SIDE_CHECK_EVERY
-    assert all(store.get_cursor("ltm_decay", f"agent-{n}") == {"after": str(n), "done": True} for n in range(writes))
-    assert int(store.pending_access("a")["times"].sum()) == writes
+    assert versions(store.engine.cursors.table) <= 8 + 16 + 2
+    assert versions(store.engine.shards[0].access_log.table) <= 8 + 16 + 2
+    assert fragments(store.engine.shards[0].access_log.table) <= SIDE_MAX_FRAGMENTS + SIDE_CHECK_EVERY
+    assert all(
+        store.engine.get_cursor("ltm_decay", f"agent-{n}") == {"after": str(n), "done": True} for n in range(writes)
+    )
+    assert int(store.engine.pending_access("a")["times"].sum()) == writes
 
 
 def test_an_in_memory_table_has_no_versions_to_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(version_rules, "CLEAN_EVERY", 2)
     store = MemoryStore.open("memory://", settings=Settings.from_env({"ENGRAM_EMBEDDER": "hashing"}))
     for n in range(4):
-        store.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n)})
-    assert not version_rules.clean_old_versions(store.cursors.table)
-    assert store.get_cursor("ltm_decay", "agent-3") == {"after": "3"}
+        store.engine.set_cursor("ltm_decay", f"agent-{n}", {"after": str(n)})
+    assert not version_rules.clean_old_versions(store.engine.cursors.table)
+    assert store.engine.get_cursor("ltm_decay", "agent-3") == {"after": "3"}

@@ -104,7 +104,7 @@ def test_update_rejects_bad_input_and_writes_nothing(store: MemoryStore, changes
 def test_remember_rejects_bad_input(store: MemoryStore, kwargs: dict, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         store.remember("alice", **kwargs)
-    assert store.memories.count_rows() == 0
+    assert store.engine.memories.count_rows() == 0
 
 
 def test_get_missing_and_cross_agent(store: MemoryStore) -> None:
@@ -131,7 +131,7 @@ def test_restore_superseded_row_from_pre_image(store: MemoryStore) -> None:
 
     old = store.remember("alice", "User lives in Berlin").memory
     new = store.remember("alice", "Completely different memory about tea").memory
-    assert mark_superseded(store, old, by=new["id"], reason="test", actor="test")
+    assert mark_superseded(store.engine, old, by=new["id"], reason="test", actor="test")
     hidden = store.get(old["id"], track_access=False)
     assert hidden["status"] == "superseded" and hidden["superseded_by"] == new["id"]
     assert old["id"] not in [h.memory["id"] for h in store.recall("alice", "Berlin", k=5)]
@@ -179,14 +179,14 @@ def test_maintenance_compacts_and_keeps_rows(store: MemoryStore) -> None:
 
 
 def test_plans_and_cursors(store: MemoryStore) -> None:
-    pid = store.save_plan("alice", {"clusters": [{"canonical": "a", "members": []}]})
-    assert store.latest_plan("alice")["plan_id"] == pid
-    store.mark_plan_applied(pid, {"merged": 0})
-    assert store.get_plan(pid)["status"] == "applied"
-    store.set_cursor("decay", "alice", {"after": "x"})
-    store.set_cursor("decay", "alice", {"after": "y"})
-    assert store.get_cursor("decay", "alice") == {"after": "y"}
-    assert store.get_cursor("decay", "bob") is None
+    pid = store.engine.save_plan("alice", {"clusters": [{"canonical": "a", "members": []}]})
+    assert store.engine.latest_plan("alice")["plan_id"] == pid
+    store.engine.mark_plan_applied(pid, {"merged": 0})
+    assert store.engine.get_plan(pid)["status"] == "applied"
+    store.engine.set_cursor("decay", "alice", {"after": "x"})
+    store.engine.set_cursor("decay", "alice", {"after": "y"})
+    assert store.engine.get_cursor("decay", "alice") == {"after": "y"}
+    assert store.engine.get_cursor("decay", "bob") is None
 
 
 @pytest.mark.parametrize("built_with", [{"ENGRAM_EMBEDDER": "minilm"}, {"ENGRAM_HASHING_DIM": "64"}])

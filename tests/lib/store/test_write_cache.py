@@ -28,7 +28,7 @@ def two_stores(
     if not row_versions:
         pre_row_versions(uri, DIM)
     here, there = MemoryStore.open(uri, settings=s), MemoryStore.open(uri, settings=s)
-    assert here.shards[0].tracks_versions is row_versions
+    assert here.engine.shards[0].tracks_versions is row_versions
     return here, there
 
 
@@ -53,7 +53,7 @@ def catch_up_query(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
 def caught_up_without_rereading(store: MemoryStore, row_versions: bool) -> None:
     """With row versions, every view was brought up to date from the rows that changed; without, by rereads."""
-    cache = store.write_cache
+    cache = store.engine.write_cache
     assert cache.refreshes >= 1
     assert (cache.rereads == 0) if row_versions else (cache.rereads == cache.refreshes)
 
@@ -64,7 +64,7 @@ def test_a_write_from_elsewhere_is_seen_by_the_next_check(
     here, there = two_stores(tmp_path, settings, row_versions=row_versions)
     base = unit(np.random.default_rng(0).normal(size=DIM))
     here.remember("a", "the first fact", vector=[float(x) for x in unit(np.random.default_rng(9).normal(size=DIM))])
-    assert here.write_cache.agents == 1  # the agent's view is held
+    assert here.engine.write_cache.agents == 1  # the agent's view is held
     made = there.remember("a", "written by the other process", vector=[float(x) for x in base])
     assert made.outcome == "created"
     there.remember("b", "another agent's row, which the catch-up of a's view leaves out", vector=at_cosine(base, 0.99))
@@ -79,7 +79,9 @@ def test_a_row_hidden_elsewhere_stops_being_a_neighbour(tmp_path: Path, settings
     here, there = two_stores(tmp_path, settings, row_versions=row_versions)
     base = unit(np.random.default_rng(1).normal(size=DIM))
     old = here.remember("a", "a fact that will be archived", vector=[float(x) for x in base]).memory
-    there.cas_write([{"id": old["id"], "version": old["version"], "status": "archived"}], actor="test", action="test")
+    there.engine.cas_write(
+        [{"id": old["id"], "version": old["version"], "status": "archived"}], actor="test", action="test"
+    )
     near = here.remember("a", "a fact close to the archived one", vector=at_cosine(base, 0.99))
     assert near.outcome == "created"  # an archived row is not recalled, so nothing collapses into it
     # the exact check covers hidden rows, as the table's lookup on content_hash does
@@ -112,7 +114,7 @@ def test_an_exact_duplicate_of_a_row_written_here_is_the_row_as_stored_without_a
     assert again.memory == here.get(made["id"], track_access=False)
 
     there.get(made["id"])  # a read logged, then folded onto the row (access_count, last_accessed_at)
-    there.fold_access()
+    there.engine.fold_access()
     folded = here.remember("a", "the deploy key rotates monthly")
     assert folded.memory["access_count"] == 1 and folded.memory["version"] == made["version"] and reads
     assert folded.memory == here.get(made["id"], track_access=False)
@@ -130,7 +132,7 @@ def test_a_row_deleted_elsewhere_is_gone_from_the_view(tmp_path: Path, settings:
     there.delete(gone["id"], expected_version=gone["version"], actor="test")
     assert here.remember("a", "a fact that will be deleted").outcome == "created"
     assert here.remember("a", "a fact that stays").memory["id"] == kept["id"]
-    assert here.write_cache.rereads == 1
+    assert here.engine.write_cache.rereads == 1
 
 
 def test_a_compaction_elsewhere_reads_no_row_again(tmp_path: Path, settings: Settings) -> None:
@@ -141,14 +143,14 @@ def test_a_compaction_elsewhere_reads_no_row_again(tmp_path: Path, settings: Set
     first = here.remember("a", "the fact before compaction", vector=[float(x) for x in base]).memory
     for i in range(3):
         here.remember("a", f"another fact {i}")
-    version = there.memories.version
+    version = there.engine.memories.version
     there.maintain()
-    assert there.memories.version > version
-    (view,) = here.write_cache.views(here, 0, here.memories.version, ["a"]).values()
-    assert view.at == here.memories.version and view.live == 4
+    assert there.engine.memories.version > version
+    (view,) = here.engine.write_cache.views(here.engine, 0, here.engine.memories.version, ["a"]).values()
+    assert view.at == here.engine.memories.version and view.live == 4
     near = here.remember("a", "nearly the fact before compaction", vector=at_cosine(base, 0.99))
     assert near.outcome == "semantic_duplicate" and near.memory["id"] == first["id"]
-    assert here.write_cache.refreshes >= 1 and here.write_cache.rereads == 0
+    assert here.engine.write_cache.refreshes >= 1 and here.engine.write_cache.rereads == 0
 
 
 def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_path: Path, settings: Settings) -> None:
@@ -157,16 +159,16 @@ def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_
     touched is left out."""
     here, there = two_stores(tmp_path, settings)
     old = [here.remember("a", text).memory for text in ("the cat sleeps", "rain in april", "trains run late")]
-    here.memories.to_lance().optimize.compact_files()  # one fragment of old rows
+    here.engine.memories.to_lance().optimize.compact_files()  # one fragment of old rows
     here.remember("a", "a fact nobody touches")  # a fragment of its own
-    start = here.memories.version
+    start = here.engine.memories.version
     changed = write_cache.ChangedFragments()
-    changed.seen(here.memories, start)
-    unchanged = changed.since(here.memories, start, start)
+    changed.seen(here.engine.memories, start)
+    unchanged = changed.since(here.engine.memories, start, start)
     assert unchanged is not None and unchanged[1] == []
     there.remember("b", "a new fact of another agent")
     there.update(old[0]["id"], expected_version=old[0]["version"], content="an edited fact")
-    found = changed.since(here.memories, start, here.memories.version)
+    found = changed.since(here.engine.memories, start, here.engine.memories.version)
     assert found is not None
     dataset, fragments = found
     recent = f"_row_created_at_version > {start} OR _row_last_updated_at_version > {start}"
@@ -175,12 +177,14 @@ def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_
         dataset.scanner(columns=["id"], filter=recent, fragments=fragments).to_table().column("id").to_pylist()
     ) == sorted(everywhere)
     assert len(everywhere) == 2 and len(fragments) < len(dataset.get_fragments())
-    there.memories.to_lance().optimize.compact_files()  # moves rows, changes none
-    dataset, fragments = changed.since(here.memories, start, here.memories.version) or (None, [])
+    there.engine.memories.to_lance().optimize.compact_files()  # moves rows, changes none
+    dataset, fragments = changed.since(here.engine.memories, start, here.engine.memories.version) or (None, [])
     assert sorted(
         dataset.scanner(columns=["id"], filter=recent, fragments=fragments).to_table().column("id").to_pylist()
     ) == sorted(everywhere)
-    assert changed.since(here.memories, start - 1, here.memories.version) is None  # nothing kept from before
+    assert (
+        changed.since(here.engine.memories, start - 1, here.engine.memories.version) is None
+    )  # nothing kept from before
 
 
 def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, settings: Settings) -> None:
@@ -188,12 +192,12 @@ def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, 
     rng = np.random.default_rng(3)
     centre = unit(rng.normal(size=DIM))
     vectors = [at_cosine(centre, c, seed=i) for i, c in enumerate(rng.uniform(0.3, 0.95, size=200))]
-    rows = [store.new_row("a", f"row number {i}") | {"vector": v} for i, v in enumerate(vectors)]
-    store.insert_rows(rows)
-    store.cas_write([{"id": rows[0]["id"], "version": 1, "status": "superseded"}], actor="test", action="test")
+    rows = [store.engine.new_row("a", f"row number {i}") | {"vector": v} for i, v in enumerate(vectors)]
+    store.engine.insert_rows(rows)
+    store.engine.cas_write([{"id": rows[0]["id"], "version": 1, "status": "superseded"}], actor="test", action="test")
     queries = [at_cosine(centre, 0.9, seed=1000 + i) for i in range(5)]
-    searched = wp.many_visible_neighbours(store, "a", queries)  # the table, unindexed: an exact flat search
-    (view,) = store.write_cache.views(store, 0, store.shards[0].memories.version, ["a"]).values()
+    searched = wp.many_visible_neighbours(store.engine, "a", queries)  # the table, unindexed: an exact flat search
+    (view,) = store.engine.write_cache.views(store.engine, 0, store.engine.shards[0].memories.version, ["a"]).values()
     for mine, theirs in zip(view.nearest(queries, wp.NEIGHBOURS), searched, strict=True):
         assert [h["id"] for h in mine] == [h["id"] for h in theirs]
         assert np.allclose([h["_similarity"] for h in mine], [h["_similarity"] for h in theirs], atol=1e-5)
@@ -204,13 +208,15 @@ def test_an_agent_beyond_the_budget_is_read_from_the_table(tmp_path: Path, setti
     store, _ = two_stores(tmp_path, settings, write_cache_rows=10)
     base = unit(np.random.default_rng(4).normal(size=DIM))
     first = store.remember("big", "the first of many", vector=[float(x) for x in base]).memory
-    store.insert_rows([store.new_row("big", f"filler {i}") | {"vector": at_cosine(base, 0.2, i)} for i in range(8)])
+    store.engine.insert_rows(
+        [store.engine.new_row("big", f"filler {i}") | {"vector": at_cosine(base, 0.2, i)} for i in range(8)]
+    )
     assert store.remember("big", "filler 1").outcome == "exact_duplicate"  # 9 rows: more than half of 10
-    assert store.write_cache.agents == 0
+    assert store.engine.write_cache.agents == 0
     near = store.remember("big", "nearly the first of many", vector=at_cosine(base, 0.99))
     assert (near.outcome, near.memory["id"]) == ("semantic_duplicate", first["id"])
     small = [store.remember(f"small-{i}", f"fact {i}").memory for i in range(4)]
-    assert store.write_cache.rows <= 10
+    assert store.engine.write_cache.rows <= 10
     assert all(store.remember(m["agent_id"], m["content"]).outcome == "exact_duplicate" for m in small)
 
 
@@ -218,7 +224,7 @@ def test_with_the_cache_off_the_checks_read_the_table(tmp_path: Path, settings: 
     store, _ = two_stores(tmp_path, settings, write_cache_rows=0)
     assert store.remember("a", "one fact").outcome == "created"
     assert store.remember("a", "One  fact").outcome == "exact_duplicate"
-    assert store.write_cache.agents == 0
+    assert store.engine.write_cache.agents == 0
 
 
 def test_a_view_replaces_a_row_it_holds_and_packs_its_dead_slots() -> None:

@@ -88,7 +88,7 @@ def test_contradiction_is_flagged_at_write_time(tmp_path: Path, settings: Settin
     for row, partner in ((a, new_id), (b, old["id"])):
         (entry,) = loads_metadata(row)["contradictions"]
         assert entry["with"] == partner and "berlin" in entry["reason"] and entry["at"]
-    (link,) = store.links_of([old["id"]], rel="contradicts")
+    (link,) = store.engine.links_of([old["id"]], rel="contradicts")
     assert (link["src_id"], link["dst_id"]) == (new_id, old["id"])
     # both stay in recall
     assert {h.memory["id"] for h in store.recall("a", vector=base.tolist(), k=5)} == {old["id"], new_id}
@@ -105,7 +105,7 @@ def test_contradiction_supersedes_the_older_row_under_policy_supersede(
     assert loads_metadata(hidden)["superseded"]["by"] == new["id"]
     assert store.get(new["id"], track_access=False)["status"] == "active"
     assert [h.memory["id"] for h in store.recall("a", vector=base.tolist(), k=5)] == [new["id"]]
-    (link,) = store.links_of([old["id"]], rel="supersedes")
+    (link,) = store.engine.links_of([old["id"]], rel="supersedes")
     assert (link["src_id"], link["dst_id"]) == (new["id"], old["id"])
     restored = store.restore(old["id"])
     assert {k: v for k, v in restored.items() if k not in ("version", "updated_at", "write_token")} == {

@@ -84,8 +84,8 @@ class MemoryRecord(TypedDict):
 
 class NewMemory(TypedDict, total=False):
     """The options of a new memory beside its agent and content: what ``remember`` takes on every surface. The
-    HTTP API's ``RememberRequest`` derives its fields from this record, with :data:`NEW_MEMORY_DEFAULTS` as their
-    defaults and a field's note (the ``Annotated`` text) as its description."""
+    HTTP API's ``RememberRequest`` and the MCP ``remember`` tool derive their fields from this record, with
+    :data:`NEW_MEMORY_DEFAULTS` as their defaults and a field's note (the ``Annotated`` text) as its description."""
 
     tier: Annotated[Tier | Literal["auto"], "stm, ltm or auto: time-bound content (or a ttl_s) goes to stm"]
     kind: Annotated[Kind, "semantic: a fact; episodic: an event; procedural: how to; schema: a pattern"]
@@ -132,7 +132,8 @@ class ImportedMemory(PlacedMemory, total=False):
 
 class MemoryChanges(TypedDict, total=False):
     """What ``update`` may change; the other columns belong to the store or to passes. The HTTP API's
-    ``UpdateRequest`` derives its fields from this record, a field's note as its description."""
+    ``UpdateRequest`` and the MCP ``update_memory`` tool derive their fields from this record, a field's note as
+    its description."""
 
     content: Annotated[str, "the new text"]
     tags: Annotated[Sequence[str], "replaces the tags"]

@@ -85,12 +85,13 @@ class MemoryRecord(TypedDict):
 class NewMemory(TypedDict, total=False):
     """The options of a new memory beside its agent and content: what ``remember`` takes on every surface. The
     HTTP API's ``RememberRequest`` and the MCP ``remember`` tool derive their fields from this record, with
-    :data:`NEW_MEMORY_DEFAULTS` as their defaults and a field's note (the ``Annotated`` text) as its description."""
+    :data:`NEW_MEMORY_DEFAULTS` as their defaults and a field's note (the ``Annotated`` text) as its description;
+    ``engram remember`` has one option per field (a test holds them together), the note as its help."""
 
     tier: Annotated[Tier | Literal["auto"], "stm, ltm or auto: time-bound content (or a ttl_s) goes to stm"]
     kind: Annotated[Kind, "semantic: a fact; episodic: an event; procedural: how to; schema: a pattern"]
     tags: Annotated[Sequence[str], "labels to find it by"]
-    source: Annotated[Source, "who said it: user, agent, tool, derived or inferred (sets the default confidence)"]
+    source: Annotated[Source, "who said it (sets the default confidence)"]
     outcome: Annotated[Outcome | None, "how an episode ended"]
     pinned: Annotated[bool, "never pruned by decay"]
     importance: Annotated[float | None, "0 to 1 (default 0.5; the passes re-score it)"]
@@ -133,7 +134,8 @@ class ImportedMemory(PlacedMemory, total=False):
 class MemoryChanges(TypedDict, total=False):
     """What ``update`` may change; the other columns belong to the store or to passes. The HTTP API's
     ``UpdateRequest`` and the MCP ``update_memory`` tool derive their fields from this record, a field's note as
-    its description."""
+    its description; ``engram update`` has one option per field (a test holds them together), the note as its
+    help."""
 
     content: Annotated[str, "the new text"]
     tags: Annotated[Sequence[str], "replaces the tags"]
@@ -144,7 +146,7 @@ class MemoryChanges(TypedDict, total=False):
     tier: Annotated[Tier, "stm or ltm"]
     outcome: Annotated[Outcome | None, "how an episode ended; null clears the outcome"]
     metadata: Annotated[dict[str, Any], "replaces the whole metadata object"]
-    source: Annotated[Source, "who said it: user, agent, tool, derived or inferred (sets the default confidence)"]
+    source: Annotated[Source, "who said it (sets the default confidence)"]
 
 
 def record_fields(record: type) -> dict[str, tuple[Any, str | None]]:

@@ -125,7 +125,8 @@ class PlacedMemory(NewMemory, total=False):
 
 
 class ImportedMemory(PlacedMemory, total=False):
-    """A new memory with its access history, as an export carries it: the keywords of ``build_row``."""
+    """A new memory with its access history, as an export carries it: the keywords of ``build_row``, and the
+    fields an import line may give beside the agent and the content (``store.rows.INPUT_FIELDS``)."""
 
     last_accessed_at: datetime | None
     access_count: int

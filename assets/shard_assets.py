@@ -14,50 +14,60 @@ from assets._report import run_id_of, sweep_metadata, timed
 from assets.partitions import PASS_RETRY, shards
 from assets.resources import EngramStore
 from engram_pipeline.lifecycle.sweep import sweep
+from engram_pipeline.pass_names import PASS_NAMES
 
 PREFIX = "shards"
 GROUP = "shards"
 
-# asset name -> (the sweep's pass, title, what it materialises, the shard assets it runs after)
-SWEPT: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
-    "stm_promotion": ("stm_promotion", "STM promotion", "Short-term memories that earned it move to LTM.", ()),
-    "importance_decay": (
-        "ltm_decay",
+# pass -> (title, what its shard asset materialises, the passes whose shard assets it runs after). Each shard asset
+# is named by its pass's asset (engram_pipeline.pass_names: the keys carry Dagster's history), under shards/.
+_SWEEPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "stm_promotion": ("STM promotion", "Short-term memories that earned it move to LTM.", ()),
+    "ltm_decay": (
         "Importance decay",
         "Every memory re-scored; faded ones turn stale, forgotten ones are pruned (audited).",
         ("stm_promotion",),
     ),
     "confidence_decay": (
-        "confidence_decay",
         "Confidence decay",
         "Competition-aware confidence decay; rows under the floor are archived.",
-        ("importance_decay",),
+        ("ltm_decay",),
     ),
     "contradictions": (
-        "contradictions",
         "Contradictions",
         "Similar pairs whose claims conflict are flagged (or superseded, per policy).",
-        ("importance_decay",),
+        ("ltm_decay",),
     ),
     "consolidation": (
-        "consolidation",
         "Consolidation",
         "The five stages over recent episodes: clusters, beliefs, procedures, schemas, archival.",
         ("confidence_decay", "contradictions"),
     ),
-    "memory_health": (
-        "health",
+    "health": (
         "Memory health",
         "Each agent's health report after the passes (the chart is on the per-agent asset).",
-        ("stm_promotion", "importance_decay", "contradictions", "consolidation"),
+        ("stm_promotion", "ltm_decay", "contradictions", "consolidation"),
     ),
     "pipeline": (
-        "pipeline",
         "Full pipeline",
         "Every pass but the merge apply in lineage order, as sweeps but the consolidation stages (the merge plans "
         "wait for review).",
         (),
     ),
+}
+
+
+def _asset(pass_name: str) -> str:
+    name = PASS_NAMES[pass_name].asset
+    if name is None:
+        raise KeyError(f"pass {pass_name} has no asset")
+    return name
+
+
+# asset name -> (the sweep's pass, title, what it materialises, the shard assets it runs after)
+SWEPT: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    _asset(p): (p, title, description, tuple(_asset(a) for a in after))
+    for p, (title, description, after) in _SWEEPS.items()
 }
 
 

@@ -38,6 +38,9 @@ _HOMES = {
     "Settings": "engram_pipeline.settings",
     "Memory": "engram_pipeline.model",
     "MemoryRecord": "engram_pipeline.model",
+    "MemoryChanges": "engram_pipeline.model",
+    "NewMemory": "engram_pipeline.model",
+    "PlacedMemory": "engram_pipeline.model",
     "Kind": "engram_pipeline.model",
     "Status": "engram_pipeline.model",
     "Tier": "engram_pipeline.model",
@@ -84,7 +87,16 @@ if TYPE_CHECKING:  # the names as the type checker sees them (``X as X``: re-exp
         Memory as Memory,
     )
     from engram_pipeline.model import (
+        MemoryChanges as MemoryChanges,
+    )
+    from engram_pipeline.model import (
         MemoryRecord as MemoryRecord,
+    )
+    from engram_pipeline.model import (
+        NewMemory as NewMemory,
+    )
+    from engram_pipeline.model import (
+        PlacedMemory as PlacedMemory,
     )
     from engram_pipeline.model import (
         Source as Source,

@@ -29,7 +29,7 @@ import importlib
 import time
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -38,6 +38,13 @@ from engram_pipeline.settings import DEFAULT_API_URL
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from engram_pipeline.model import MemoryChanges, NewMemory
+
+    class RememberOptions(NewMemory, total=False):
+        """``RememberRequest``'s fields beside the agent and the content: the record's, and an embedding."""
+
+        vector: Sequence[float] | None
 
     from engram_pipeline.api.models import (
         DeletedOut,
@@ -184,7 +191,7 @@ class EngramClient:
             time.sleep(interval)
 
     # -- memories: the first names, aliases of client.memories --------------------------------------------
-    def remember(self, agent_id: str, content: str, **fields: Any) -> RememberResponse:
+    def remember(self, agent_id: str, content: str, **fields: Unpack[RememberOptions]) -> RememberResponse:
         """:meth:`Memories.store`."""
         return self.memories.store(agent_id, content, **fields)
 
@@ -192,7 +199,7 @@ class EngramClient:
         """:meth:`Memories.get`."""
         return self.memories.get(memory_id)
 
-    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> MemoryOut:
+    def update(self, memory_id: str, *, expected_version: int, **changes: Unpack[MemoryChanges]) -> MemoryOut:
         """:meth:`Memories.update`."""
         return self.memories.update(memory_id, expected_version=expected_version, **changes)
 
@@ -267,7 +274,7 @@ class Memories:
     def __init__(self, client: EngramClient) -> None:
         self._client = client
 
-    def store(self, agent_id: str, content: str, **fields: Any) -> RememberResponse:
+    def store(self, agent_id: str, content: str, **fields: Unpack[RememberOptions]) -> RememberResponse:
         """Store a memory; ``fields`` are ``RememberRequest``'s (``tier``, ``kind``, ``tags``, ``importance``,
         ``vector``, ...). An exact or near duplicate returns the existing row (see ``outcome``)."""
         models = _models()
@@ -288,7 +295,7 @@ class Memories:
         data = self._client._call("GET", f"/v1/memories/{_seg(memory_id)}", idempotent=True)
         return _models().MemoryOut.model_validate(data)
 
-    def update(self, memory_id: str, *, expected_version: int, **changes: Any) -> MemoryOut:
+    def update(self, memory_id: str, *, expected_version: int, **changes: Unpack[MemoryChanges]) -> MemoryOut:
         """Change ``UpdateRequest``'s fields if the memory is still at ``expected_version``; else
         :class:`VersionConflict` with ``current_version``."""
         models = _models()

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args, get_type_hints
 
 import numpy as np
 import pyarrow as pa
@@ -82,20 +82,86 @@ class MemoryRecord(TypedDict):
     metadata: str | None  # JSON
 
 
-class MemoryChanges(TypedDict, total=False):
-    """What ``update`` may change; the other columns belong to the store or to passes. A field's note (the
-    ``Annotated`` text) is what the HTTP API's ``UpdateRequest``, derived from this record, says of it."""
+class NewMemory(TypedDict, total=False):
+    """The options of a new memory beside its agent and content: what ``remember`` takes on every surface. The
+    HTTP API's ``RememberRequest`` and the MCP ``remember`` tool derive their fields from this record, with
+    :data:`NEW_MEMORY_DEFAULTS` as their defaults and a field's note (the ``Annotated`` text) as its description;
+    ``engram remember`` has one option per field (a test holds them together), the note as its help."""
 
-    content: str
-    tags: Sequence[str]
-    importance: float
-    confidence: float
-    pinned: bool
-    kind: Kind
-    tier: Tier
-    outcome: Annotated[Outcome | None, "null clears the outcome"]
+    tier: Annotated[Tier | Literal["auto"], "stm, ltm or auto: time-bound content (or a ttl_s) goes to stm"]
+    kind: Annotated[Kind, "semantic: a fact; episodic: an event; procedural: how to; schema: a pattern"]
+    tags: Annotated[Sequence[str], "labels to find it by"]
+    source: Annotated[Source, "who said it (sets the default confidence)"]
+    outcome: Annotated[Outcome | None, "how an episode ended"]
+    pinned: Annotated[bool, "never pruned by decay"]
+    importance: Annotated[float | None, "0 to 1 (default 0.5; the passes re-score it)"]
+    confidence: Annotated[float | None, "0 to 1 (default: by source)"]
+    metadata: Annotated[dict[str, Any] | None, "any JSON object kept with the memory"]
+    ttl_s: Annotated[int | None, "seconds a short-term memory lives (default STM_DEFAULT_TTL_S)"]
+
+
+# What each option of a new memory is when not given (``build_row`` and ``MemoryStore.remember`` have the same
+# defaults: tests/lib/test_model.py holds them together).
+NEW_MEMORY_DEFAULTS: NewMemory = {
+    "tier": "auto",
+    "kind": "semantic",
+    "tags": (),
+    "source": "agent",
+    "outcome": None,
+    "pinned": False,
+    "importance": None,
+    "confidence": None,
+    "metadata": None,
+    "ttl_s": None,
+}
+
+
+class PlacedMemory(NewMemory, total=False):
+    """A new memory whose id and creation time the caller chooses: the keywords of the library's ``remember`` and
+    ``remember_async`` (beside ``vector`` and ``actor``). The HTTP API and MCP leave them to the store."""
+
+    memory_id: Annotated[str | None, "the id (default: generated)"]
+    created_at: Annotated[datetime | None, "when it was said (default: now)"]
+
+
+class ImportedMemory(PlacedMemory, total=False):
+    """A new memory with its access history, as an export carries it: the keywords of ``build_row``, and the
+    fields an import line may give beside the agent and the content (``store.rows.INPUT_FIELDS``)."""
+
+    last_accessed_at: datetime | None
+    access_count: int
+
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``update`` may change; the other columns belong to the store or to passes. The HTTP API's
+    ``UpdateRequest`` and the MCP ``update_memory`` tool derive their fields from this record, a field's note as
+    its description; ``engram update`` has one option per field (a test holds them together), the note as its
+    help."""
+
+    content: Annotated[str, "the new text"]
+    tags: Annotated[Sequence[str], "replaces the tags"]
+    importance: Annotated[float, "0 to 1"]
+    confidence: Annotated[float, "0 to 1"]
+    pinned: Annotated[bool, "never pruned by decay"]
+    kind: Annotated[Kind, "semantic: a fact; episodic: an event; procedural: how to; schema: a pattern"]
+    tier: Annotated[Tier, "stm or ltm"]
+    outcome: Annotated[Outcome | None, "how an episode ended; null clears the outcome"]
     metadata: Annotated[dict[str, Any], "replaces the whole metadata object"]
-    source: Source
+    source: Annotated[Source, "who said it (sets the default confidence)"]
+
+
+def record_fields(record: type) -> dict[str, tuple[Any, str | None]]:
+    """Each key of a record (a TypedDict above) with its type, without the note, and its note: what the shells
+    derive their request fields, tool arguments and options from.
+
+    >>> record_fields(MemoryChanges)["tier"]
+    (typing.Literal['stm', 'ltm'], 'stm or ltm')
+    """
+    out: dict[str, tuple[Any, str | None]] = {}
+    for name, hint in get_type_hints(record, include_extras=True).items():
+        notes = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, str)]
+        out[name] = (get_args(hint)[0] if notes else hint, notes[0] if notes else None)
+    return out
 
 
 MEMORY_COLUMNS: tuple[str, ...] = tuple(MemoryRecord.__annotations__)

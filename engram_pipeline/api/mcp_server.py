@@ -7,6 +7,10 @@ applying names a reviewed ``planId`` and needs a server started with ``--admin``
 (admin too) and ``get_health``. The embedder loads in the background from the start: the server answers at
 once, and the first tool that embeds waits for the load.
 
+``remember``'s options and ``update_memory``'s fields are derived from ``model.NewMemory`` and
+``model.MemoryChanges`` (as the HTTP API's request models are): one argument per field of the record, with its
+type, default (a change has none: an argument not given is not changed) and note as the description.
+
 Naming: tools are ``verb_noun`` in snake_case, arguments camelCase (the HTTP API and the Python client are
 snake_case throughout). Every argument has a description, and its bounds are in the schema (``k`` 1..100,
 unit floats 0..1, versions from 1); every tool says whether it only reads, adds, or changes what is there
@@ -27,19 +31,22 @@ found. Writes are audited with actor ``mcp:<agent_id>``. Errors the agent can ac
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import MISSING, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from engram_pipeline import lifecycle
 from engram_pipeline.api.models import MemoryOut
 from engram_pipeline.lifecycle.merge_review import discard_plan
-from engram_pipeline.model import Kind
+from engram_pipeline.model import NEW_MEMORY_DEFAULTS, MemoryChanges, NewMemory, record_fields
 from engram_pipeline.reporting import health_json
 from engram_pipeline.reporting import report_json as as_json
 from engram_pipeline.settings import Settings
@@ -55,7 +62,7 @@ from engram_pipeline.store import (
     VersionConflict,
 )
 from engram_pipeline.store.recall import MAX_K
-from engram_pipeline.store.validation import MAX_TAGS, check_id
+from engram_pipeline.store.validation import MAX_TAGS, MAX_TTL_S, check_id
 
 Tier = Literal["hot", "warm", "cold", "archive"]
 
@@ -73,9 +80,72 @@ MemoryId = Annotated[StrictStr, _arg("id of one of this agent's memories")]
 ExpectedVersion = Annotated[
     StrictInt, _arg("the version you read with get_memory; a stale one is a CONFLICT error", minimum=1)
 ]
-Tags = Annotated[list[StrictStr] | None, _arg("labels to find it by", maxItems=MAX_TAGS)]
-UnitFloat = Annotated[StrictFloat | None, _arg("0 to 1", minimum=0, maximum=1)]
-Metadata = Annotated[dict[str, Any] | None, _arg("any JSON object kept with the memory")]
+
+# -- arguments derived from the records of model.py (NewMemory for remember, MemoryChanges for update_memory) --
+# The JSON-schema bounds of the fields whose values the store bounds (its limits, published for the model to read);
+# every field has the record's type, strictly, and the record's note as its description.
+_BOUNDS: dict[str, dict[str, Any]] = {
+    "tags": {"maxItems": MAX_TAGS},
+    "importance": {"minimum": 0, "maximum": 1},
+    "confidence": {"minimum": 0, "maximum": 1},
+    "ttl_s": {"minimum": 1, "maximum": MAX_TTL_S},
+}
+_STRICT: dict[Any, Any] = {str: StrictStr, bool: StrictBool, float: StrictFloat, int: StrictInt}
+
+
+def _strict(hint: Any) -> Any:
+    """A record's type with strict scalars (``true`` is not ``1``, ``"5"`` is not a number), sequences as lists."""
+    if hint in _STRICT:
+        return _STRICT[hint]
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        return Union[tuple(_strict(a) for a in args)]  # noqa: UP007  (built from a tuple)
+    if origin in (list, Sequence):
+        return list[_strict(args[0])]  # type: ignore[misc]
+    return hint  # a Literal, a JSON object (dict[str, Any]), None
+
+
+def camel(name: str) -> str:
+    """A record's field name as an MCP argument (``ttl_s`` is ``ttlS``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _record_args(record: type, defaults: Mapping[str, Any] | None) -> list[inspect.Parameter]:
+    """One keyword argument per key of ``record``, or null; its default the record's (``defaults``), or none at
+    all when ``defaults`` is None (a change: an argument not given is not changed)."""
+    params = []
+    for name, (hint, note) in record_fields(record).items():
+        field = Field(description=note, json_schema_extra=_BOUNDS.get(name))
+        kind: Any = Annotated[_strict(hint) | None, field]
+        default = MISSING if defaults is None else defaults[name]
+        params.append(inspect.Parameter(camel(name), inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+    return params
+
+
+def _record_tool(record: type, defaults: Mapping[str, Any] | None = None) -> Callable[[Any], Any]:
+    """Publish a tool function ``fn(..., **fields)`` with the arguments of ``record`` in place of ``**fields``
+    (the SDK reads a tool's arguments from its signature), so that the tool and the record cannot drift."""
+
+    def publish(fn: Any) -> Any:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        fn.__signature__ = sig.replace(parameters=[*own, *_record_args(record, defaults)])
+        return fn
+
+    return publish
+
+
+def _given(record: type, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's fields among a tool's arguments, by their record names: an argument not given, or null where
+    the record's type has no null, is left out (null clears only what can be cleared: an update's outcome)."""
+    out = {}
+    for name, (hint, _) in record_fields(record).items():
+        value = args.get(camel(name), MISSING)
+        if value is not MISSING and (value is not None or NoneType in get_args(hint)):
+            out[name] = value
+    return out
+
 
 # What each tool does to the store, for clients that ask before calling (hints, per the MCP spec).
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -142,24 +212,12 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         description="Store a memory; returns it with the outcome (created or duplicate) and contradictions.",
         annotations=ADD,  # exact content returns the existing row
     )
+    @_record_tool(NewMemory, NEW_MEMORY_DEFAULTS)
     def remember(
         content: Annotated[StrictStr, _arg("the fact, preference or event to remember, in plain words")],
-        tags: Tags = None,
-        kind: Annotated[Kind, _arg("semantic: a fact; episodic: an event; procedural: how to; schema")] = "semantic",
-        pinned: Annotated[StrictBool, _arg("never pruned by decay")] = False,
-        importance: Annotated[StrictFloat | None, _arg("0 to 1 (default: scored)", minimum=0, maximum=1)] = None,
-        metadata: Metadata = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        result = guarded(store.remember)(
-            agent_id,
-            content,
-            tags=tags or [],
-            kind=kind,
-            pinned=pinned,
-            importance=importance,
-            metadata=metadata,
-            actor=actor,
-        )
+        result = guarded(store.remember)(agent_id, content, **_given(NewMemory, options), actor=actor)
         return {
             "memory": _memory(result.memory),
             "outcome": result.outcome,
@@ -209,25 +267,9 @@ def build_mcp(store: MemoryStore, agent_id: str, *, admin: bool = False) -> MCPS
         "you get a CONFLICT error: re-read it with get_memory and retry.",
         annotations=EDIT,
     )
-    def update_memory(
-        id: MemoryId,
-        expectedVersion: ExpectedVersion,
-        content: Annotated[StrictStr | None, _arg("the new text")] = None,
-        tags: Tags = None,
-        importance: UnitFloat = None,
-        confidence: UnitFloat = None,
-        pinned: Annotated[StrictBool | None, _arg("never pruned by decay")] = None,
-        metadata: Metadata = None,
-    ) -> dict[str, Any]:
-        given = {
-            "content": content,
-            "tags": tags,
-            "importance": importance,
-            "confidence": confidence,
-            "pinned": pinned,
-            "metadata": metadata,
-        }
-        changes = {k: v for k, v in given.items() if v is not None}
+    @_record_tool(MemoryChanges)
+    def update_memory(id: MemoryId, expectedVersion: ExpectedVersion, **fields: Any) -> dict[str, Any]:
+        changes = _given(MemoryChanges, fields)
         guarded(own)(id)
         row = guarded(store.update)(id, expected_version=expectedVersion, actor=actor, agent_id=agent_id, **changes)
         return _memory(row)

@@ -4,31 +4,33 @@ Request models forbid unknown fields (a typo is a 422 that names the field, neve
 and are strict (``"5"`` is not a number). Limits that depend on settings (content bytes, vector dimension)
 are checked by the store, which raises ``InvalidInput`` before anything is written.
 
-``MemoryOut`` is derived from ``model.MemoryRecord`` (the columns a client sees, with their types) and
-``PlanOut`` from ``model.PLAN_SCHEMA``, so neither lists a field of its own.
+``MemoryOut`` is derived from ``model.MemoryRecord`` (the columns a client sees, with their types),
+``RememberRequest`` from ``model.NewMemory`` (the options of a new memory, with their defaults),
+``UpdateRequest`` from ``model.MemoryChanges`` and ``PlanOut`` from ``model.PLAN_SCHEMA``: none lists a field
+of the record it serves; a field's description is the record's note on it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args, get_type_hints
+from typing import Annotated, Any, Literal, get_type_hints
 
 import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from engram_pipeline.model import (
     JSON_COLUMNS,
+    NEW_MEMORY_DEFAULTS,
     PLAN_SCHEMA,
     SERVED_COLUMNS,
-    Kind,
     Memory,
     MemoryChanges,
     MemoryRecord,
-    Outcome,
+    NewMemory,
     PlanStatus,
-    Source,
-    Tier,
+    record_fields,
 )
 from engram_pipeline.store.results import RememberOutcome
 
@@ -65,22 +67,6 @@ class Request(BaseModel):
 
 
 # -- memories --------------------------------------------------------------------------------------------
-class RememberRequest(Request):
-    agent_id: Id
-    content: Text = Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")
-    tier: Tier | Literal["auto"] = "auto"
-    kind: Kind = "semantic"
-    tags: Tags = []
-    source: Source = "agent"
-    outcome: Outcome | None = None
-    pinned: bool = False
-    importance: Unit | None = None
-    confidence: Unit | None = None
-    metadata: dict[str, Any] | None = None
-    ttl_s: Annotated[int, Field(ge=1, le=MAX_TTL_S)] | None = None
-    vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
-
-
 # The API's types of the fields whose values it constrains (the limits are the store's, above); every other
 # field has the record's type.
 _CONSTRAINED: dict[str, Any] = {
@@ -88,22 +74,45 @@ _CONSTRAINED: dict[str, Any] = {
     "tags": Tags,
     "importance": Unit,
     "confidence": Unit,
+    "ttl_s": Annotated[int, Field(ge=1, le=MAX_TTL_S)],
 }
 
 
-def _change_fields() -> dict[str, Any]:
-    """One optional field per key of ``model.MemoryChanges`` (what ``update`` may change), described by the
-    record's note on it."""
-    hints = get_type_hints(MemoryChanges, include_extras=True)
+def _record_fields(record: type, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One request field per key of a record of ``model`` (``NewMemory``, ``MemoryChanges``), with the record's
+    type (or the constrained one above), described by the record's note on it. With ``defaults`` (the record's),
+    a field defaults to its default; without, every field is optional and null means "not given"."""
     out: dict[str, Any] = {}
-    for name, hint in hints.items():
-        notes = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, str)]
-        kind = _CONSTRAINED.get(name, get_args(hint)[0] if notes else hint)
-        out[name] = (kind | None, Field(default=None, description=notes[0] if notes else None))
+    for name, (hint, note) in record_fields(record).items():
+        kind = _CONSTRAINED.get(name, hint)
+        if defaults is None:
+            out[name] = (kind | None, Field(default=None, description=note))
+        else:
+            default = defaults[name]
+            kind = kind | None if default is None else kind
+            default = list(default) if isinstance(default, tuple) else default
+            out[name] = (kind, Field(default=default, description=note))
     return out
 
 
-_Changes = create_model("_Changes", __base__=Request, **_change_fields())
+# The new memory's options, derived from ``model.NewMemory`` (so the store, the API, MCP and the CLI cannot drift).
+_NewMemory = create_model(
+    "_NewMemory",
+    __base__=Request,
+    agent_id=(Id, ...),
+    content=(Text, Field(description="The memory text (at most ENGRAM_MAX_CONTENT_BYTES bytes of UTF-8).")),
+    **_record_fields(NewMemory, NEW_MEMORY_DEFAULTS),
+)
+
+
+class RememberRequest(_NewMemory):  # type: ignore[misc,valid-type]
+    """A new memory: its agent, its content, the options of ``model.NewMemory`` and optionally its embedding."""
+
+    vector: Vector | None = Field(default=None, description="A precomputed embedding of the store's dimension.")
+
+
+# What ``update`` may change, derived from ``model.MemoryChanges``.
+_Changes = create_model("_Changes", __base__=Request, **_record_fields(MemoryChanges))
 
 
 class UpdateRequest(_Changes):  # type: ignore[misc,valid-type]

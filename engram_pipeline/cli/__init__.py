@@ -15,6 +15,7 @@ import typer
 
 from engram_pipeline.cli import memories, passes, services
 from engram_pipeline.cli._common import EngramCommand, EngramGroup, State
+from engram_pipeline.pass_names import PASS_NAMES
 
 app = typer.Typer(
     cls=EngramGroup,
@@ -50,6 +51,7 @@ def _root(
     ctx.obj = State(db=db, json=json_, command=ctx.invoked_subcommand or "")
 
 
+# The commands of the lifecycle passes are named by the passes' table (engram_pipeline.pass_names).
 for name, fn in (
     ("init", memories.init),
     ("import", memories.import_),
@@ -61,15 +63,15 @@ for name, fn in (
     ("restore", memories.restore),
     ("delete", memories.delete),
     ("agents", memories.agents),
-    ("decay", passes.decay),
-    ("decay-confidence", passes.decay_confidence),
-    ("promote", passes.promote),
-    ("contradictions", passes.contradictions),
+    (PASS_NAMES["ltm_decay"].command, passes.decay),
+    (PASS_NAMES["confidence_decay"].command, passes.decay_confidence),
+    (PASS_NAMES["stm_promotion"].command, passes.promote),
+    (PASS_NAMES["contradictions"].command, passes.contradictions),
     ("neighbour-graph", passes.neighbour_graph),
-    ("consolidate-corpus", passes.consolidate_corpus),
+    (PASS_NAMES["corpus_merge"].command, passes.consolidate_corpus),
     ("discard-plan", passes.discard_plan),
-    ("consolidate", passes.consolidate),
-    ("health", passes.health),
+    (PASS_NAMES["consolidation"].command, passes.consolidate),
+    (PASS_NAMES["health"].command, passes.health),
     ("maintain", passes.maintain),
     ("migrate", passes.migrate),
     ("serve", services.serve),

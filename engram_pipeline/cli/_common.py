@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from engram_pipeline import model
 from engram_pipeline.extras import extra_of, missing
 from engram_pipeline.model import CONFIDENCE_TIERS
 from engram_pipeline.settings import Settings, SettingsError
@@ -43,12 +44,13 @@ AgentsOpt = Annotated[list[str] | None, typer.Option("--agent", metavar="AGENT",
 AllOpt = Annotated[bool, typer.Option("--all-agents", help="every agent in the store")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", metavar="AGENT", help="the agent (required)")]
 
-# Choices, as Literals so that --help lists them; tests/cli/test_conventions.py holds them equal to the
-# model's tuples (engram_pipeline.model), which stay the source of truth.
-Kind = Literal["episodic", "semantic", "procedural", "schema"]
-Source = Literal["user", "agent", "tool", "derived", "inferred"]
-Outcome = Literal["success", "failure"]
-StoreTier = Literal["stm", "ltm"]
+# Choices, as Literals so that --help lists them: the model's own (engram_pipeline.model), and the tiers a write
+# may ask for, written out because typer reads one flat Literal (tests/cli/test_conventions.py holds it equal to
+# the model's tiers and "auto").
+Kind = model.Kind
+Source = model.Source
+Outcome = model.Outcome
+StoreTier = model.Tier
 WriteTier = Literal["stm", "ltm", "auto"]
 # A list option cannot be a Literal in typer: the confidence tiers are an enum built from the model's table.
 ConfidenceTier = enum.StrEnum("ConfidenceTier", {t: t for t in CONFIDENCE_TIERS})  # type: ignore[misc]

@@ -38,8 +38,15 @@ from engram_pipeline.cli._common import (
     state,
     warn,
 )
+from engram_pipeline.model import MemoryChanges, PlacedMemory, record_fields
 
 RECORD_COLUMNS = ("id", "tier", "kind", "status", "version", "importance", "confidence", "content")
+
+# The help of remember's and update's options is the record's note on the field (model.PlacedMemory,
+# model.MemoryChanges), so the CLI says what the HTTP API and MCP say; tests/cli/test_memory_commands.py holds
+# each command's options to its record's fields and defaults.
+NEW = {name: note for name, (_, note) in record_fields(PlacedMemory).items()}
+CHANGE = {name: note for name, (_, note) in record_fields(MemoryChanges).items()}
 
 
 def _metadata(text: str | None) -> dict[str, Any] | None:
@@ -144,17 +151,17 @@ def remember(
     content: Annotated[str, typer.Argument(help="the memory text", show_default=False)],
     legacy: LegacyArg = None,
     agent: AgentOpt = None,
-    tier: Annotated[WriteTier, typer.Option(help="auto: time words route to stm")] = "auto",
-    kind: Annotated[Kind, typer.Option()] = "semantic",
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="repeatable")] = None,
-    source: Annotated[Source, typer.Option()] = "agent",
-    outcome: Annotated[Outcome | None, typer.Option(help="for episodes")] = None,
-    pinned: Annotated[bool, typer.Option(help="never pruned by decay")] = False,
-    importance: Annotated[float | None, typer.Option()] = None,
-    confidence: Annotated[float | None, typer.Option()] = None,
-    ttl_s: Annotated[int | None, typer.Option(help="short-term TTL in seconds")] = None,
-    metadata: Annotated[str | None, typer.Option(help="a JSON object")] = None,
-    memory_id: Annotated[str | None, typer.Option("--id", help="choose the id (default: generated)")] = None,
+    tier: Annotated[WriteTier, typer.Option(help=NEW["tier"])] = "auto",
+    kind: Annotated[Kind, typer.Option(help=NEW["kind"])] = "semantic",
+    tag: Annotated[list[str] | None, typer.Option("--tag", help=f"{NEW['tags']} (repeatable)")] = None,
+    source: Annotated[Source, typer.Option(help=NEW["source"])] = "agent",
+    outcome: Annotated[Outcome | None, typer.Option(help=NEW["outcome"])] = None,
+    pinned: Annotated[bool, typer.Option(help=NEW["pinned"])] = False,
+    importance: Annotated[float | None, typer.Option(help=NEW["importance"])] = None,
+    confidence: Annotated[float | None, typer.Option(help=NEW["confidence"])] = None,
+    ttl_s: Annotated[int | None, typer.Option(help=NEW["ttl_s"])] = None,
+    metadata: Annotated[str | None, typer.Option(help=f"{NEW['metadata']} (as JSON text)")] = None,
+    memory_id: Annotated[str | None, typer.Option("--id", help=NEW["memory_id"])] = None,
 ) -> None:
     """Store a memory for --agent (exact content returns the existing row; near-duplicates and contradictions
     are handled at write time)."""
@@ -204,16 +211,17 @@ def update(
     ctx: typer.Context,
     memory_id: Annotated[str, typer.Argument()],
     expected_version: Annotated[int, typer.Option(help="the version you read; a stale one is refused")],
-    content: Annotated[str | None, typer.Option()] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="replaces the tags (repeatable)")] = None,
-    kind: Annotated[Kind | None, typer.Option()] = None,
-    tier: Annotated[StoreTier | None, typer.Option()] = None,
-    source: Annotated[Source | None, typer.Option()] = None,
-    outcome: Annotated[Outcome | None, typer.Option()] = None,
-    pinned: Annotated[bool | None, typer.Option("--pinned/--unpinned")] = None,
-    importance: Annotated[float | None, typer.Option()] = None,
-    confidence: Annotated[float | None, typer.Option()] = None,
-    metadata: Annotated[str | None, typer.Option(help="a JSON object (replaces the metadata)")] = None,
+    content: Annotated[str | None, typer.Option(help=CHANGE["content"])] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help=f"{CHANGE['tags']} (repeatable)")] = None,
+    kind: Annotated[Kind | None, typer.Option(help=CHANGE["kind"])] = None,
+    tier: Annotated[StoreTier | None, typer.Option(help=CHANGE["tier"])] = None,
+    source: Annotated[Source | None, typer.Option(help=CHANGE["source"])] = None,
+    # NEW's note: a command line cannot send the null that clears an outcome
+    outcome: Annotated[Outcome | None, typer.Option(help=NEW["outcome"])] = None,
+    pinned: Annotated[bool | None, typer.Option("--pinned/--unpinned", help=CHANGE["pinned"])] = None,
+    importance: Annotated[float | None, typer.Option(help=CHANGE["importance"])] = None,
+    confidence: Annotated[float | None, typer.Option(help=CHANGE["confidence"])] = None,
+    metadata: Annotated[str | None, typer.Option(help=f"{CHANGE['metadata']} (as JSON text)")] = None,
 ) -> None:
     """Change fields of a memory if it is still at --expected-version (compare-and-set)."""
     st = state(ctx)

@@ -31,6 +31,7 @@ from engram_pipeline.lifecycle import (
     promotion,
 )
 from engram_pipeline.lifecycle.health import HealthReport, health, health_sweep
+from engram_pipeline.pass_names import PASS_NAMES, PassNames
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class Pass:
     report: type  # what ``run`` returns, and ``sweep`` per agent
     cursor: str | None  # the name its cursors are stored under (stored data: spelled as first written)
     actors: tuple[str, ...]  # the actors its audit events record (stored data); none: it writes no audit event
+
+    @property
+    def public(self) -> PassNames:
+        """What the shells call it (its asset, command, route): :mod:`engram_pipeline.pass_names`."""
+        return PASS_NAMES[self.name]
 
 
 PASSES: dict[str, Pass] = {

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import lancedb
 import numpy as np
@@ -32,6 +32,7 @@ from engram_pipeline.model import (
     META_SCHEMA,
     STATUSES,
     Memory,
+    PlacedMemory,
     PlanStatus,
     memory_schema,
     rows_to_table,
@@ -493,9 +494,10 @@ class ShardedEngine:
         *,
         vector: Sequence[float] | None = None,
         actor: str = "library",
-        **fields: Any,
+        **fields: Unpack[PlacedMemory],
     ) -> RememberResult:
-        """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments: the row is
+        """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments (``model.PlacedMemory``,
+        whose defaults are ``remember``'s): the row is
         validated at once, then the coroutine awaits its batch's commit without holding a thread
         (:meth:`~engram_pipeline.store.group_commit.GroupCommit.submit_async`)."""
         row = self.new_row(agent_id, content, **fields)

@@ -26,7 +26,7 @@ from engram_pipeline.store.recall import recall as _recall
 
 if TYPE_CHECKING:
     from engram_pipeline.embed import Embedder
-    from engram_pipeline.model import Memory, MemoryChanges
+    from engram_pipeline.model import Memory, MemoryChanges, PlacedMemory
     from engram_pipeline.settings import Settings
     from engram_pipeline.store.audit import AuditEvent
     from engram_pipeline.store.maintain import MaintenanceReport
@@ -147,10 +147,11 @@ class MemoryStore:
         *,
         vector: Sequence[float] | None = None,
         actor: str = "library",
-        **fields: Any,
+        **fields: Unpack[PlacedMemory],
     ) -> RememberResult:
-        """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments: the row is
-        validated at once, then the coroutine awaits its batch's commit without holding a thread."""
+        """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments
+        (``model.PlacedMemory``, whose defaults are :meth:`remember`'s): the row is validated at once, then the
+        coroutine awaits its batch's commit without holding a thread."""
         return await self.engine.remember_async(agent_id, content, vector=vector, actor=actor, **fields)
 
     def update(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
 from engram_pipeline.information import information_factors
 from engram_pipeline.model import (
@@ -18,6 +17,7 @@ from engram_pipeline.model import (
     SOURCE_CONFIDENCE,
     SOURCES,
     TIERS,
+    ImportedMemory,
     Memory,
     MemoryRecord,
     Tier,
@@ -125,8 +125,8 @@ def build_row(
     return dict(row)
 
 
-# The fields a caller may give for a new memory: the parameters of ``build_row`` (``memory_id`` is the ``id``
-# column; ``ttl_s`` is not a column, it sets ``expires_at``).
+# The fields a caller may give for a new memory: its agent, its content and the fields of ``model.ImportedMemory``
+# (``build_row``'s keywords; ``memory_id`` is the ``id`` column; ``ttl_s`` is not a column, it sets ``expires_at``).
 INPUT_FIELDS = frozenset(
-    "id" if name == "memory_id" else name for name in inspect.signature(build_row).parameters if name != "settings"
+    {"agent_id", "content", *("id" if name == "memory_id" else name for name in get_type_hints(ImportedMemory))}
 )

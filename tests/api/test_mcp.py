@@ -257,3 +257,52 @@ def test_mcp_serves_while_the_embedder_loads(store_uri: str, settings: Settings,
     monkeypatch.setattr(mcp_server.MCPServer, "run", run)
     mcp_server.run_mcp("alice", settings)
     assert served == [True] and held.returned.wait(10)
+
+
+def test_the_memory_tools_take_the_records_fields(store: MemoryStore) -> None:
+    """``remember`` takes ``model.NewMemory``'s fields (with its defaults) and ``update_memory``
+    ``model.MemoryChanges``' (all optional), camelCase, each described by the record's note; so update_memory
+    sets what the HTTP API's PATCH sets, kind, tier, outcome and source included, and a null outcome clears it."""
+    from engram_pipeline.api.mcp_server import build_mcp, camel
+    from engram_pipeline.model import NEW_MEMORY_DEFAULTS, MemoryChanges, NewMemory, record_fields
+
+    async def session() -> None:
+        async with Client(build_mcp(store, "alice")) as client:
+            schema = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            for tool, record, own in (
+                ("remember", NewMemory, {"content"}),
+                ("update_memory", MemoryChanges, {"id", "expectedVersion"}),
+            ):
+                props = schema[tool]["properties"]
+                fields = record_fields(record)
+                assert set(props) == own | {camel(name) for name in fields}, tool
+                assert set(schema[tool]["required"]) == own, tool
+                for name, (_, note) in fields.items():
+                    assert props[camel(name)]["description"] == note, (tool, name)
+            for name, default in NEW_MEMORY_DEFAULTS.items():
+                published = schema["remember"]["properties"][camel(name)]["default"]
+                assert published == (list(default) if isinstance(default, tuple) else default), name
+            assert "default" not in schema["update_memory"]["properties"]["outcome"]  # not given: not changed
+
+            made = payload(
+                await client.call_tool(
+                    "remember",
+                    {"content": "We ran the migration", "kind": "episodic", "tier": "stm", "ttlS": 600, "tags": None},
+                )
+            )["memory"]
+            assert (made["kind"], made["tier"], made["source"], made["tags"]) == ("episodic", "stm", "agent", [])
+            changes = {"kind": "semantic", "tier": "ltm", "outcome": "success", "source": "user", "confidence": 0.9}
+            edited = payload(
+                await client.call_tool("update_memory", {"id": made["id"], "expectedVersion": 1, **changes})
+            )
+            assert {k: edited[k] for k in changes} == changes and edited["version"] == 2
+            cleared = payload(
+                await client.call_tool(
+                    "update_memory", {"id": made["id"], "expectedVersion": 2, "outcome": None, "pinned": None}
+                )
+            )
+            assert cleared["outcome"] is None and cleared["pinned"] is False and cleared["version"] == 3
+            assert cleared["kind"] == "semantic" and cleared["content"] == "We ran the migration"
+
+    anyio.run(session)
+    assert {e["actor"] for e in store.audit_events(mid_of(store)) if e["action"] == "update"} == {"mcp:alice"}

@@ -9,6 +9,7 @@ from dagster import AssetCheckKey, AssetKey, DefaultScheduleStatus, DefaultSenso
 
 from assets.definitions import defs
 from assets.partitions import shard_keys
+from engram_pipeline.pass_names import PASS_NAMES
 from engram_pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,3 +164,11 @@ def test_every_pass_retries() -> None:
             if name in PER_AGENT or name in shard_nodes or name == "store_maintenance":
                 policy = node.definition.retry_policy
                 assert policy is not None and policy.max_retries >= 2, name
+
+
+def test_each_pass_has_the_asset_its_public_names_say() -> None:
+    """``pass_names`` names each pass's asset: the per-agent asset, the shard sweep (``shards/<asset>``), or both."""
+    keys = set(defs.resolve_asset_graph().get_all_asset_keys())
+    for name, names in PASS_NAMES.items():
+        assert names.asset is not None, name
+        assert {AssetKey([names.asset]), AssetKey(["shards", names.asset])} & keys, name

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import typer
+from typer.core import TyperGroup, TyperOption
+
+from engram_pipeline.cli import app
+from engram_pipeline.model import NEW_MEMORY_DEFAULTS, MemoryChanges, NewMemory, PlacedMemory, record_fields
 from tests.cli.conftest import parse, write_jsonl
 
 
@@ -117,3 +122,29 @@ def test_nothing_lands_in_the_working_directory(cli, tmp_path: Path) -> None:  #
     assert not (Path.cwd() / ".engram").exists()
     path = write_jsonl(tmp_path / "x.jsonl", [{"agent_id": "a", "content": "two"}])
     assert cli("import", str(path)).exit_code == 0
+
+
+def _options(command: str) -> dict[str, TyperOption]:
+    """A command's options by the record field each sets (``--tag`` sets ``tags``)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    params = group.commands[command].params
+    return {"tags" if p.name == "tag" else str(p.name): p for p in params if isinstance(p, TyperOption)}
+
+
+def test_remember_and_update_take_the_records_fields() -> None:
+    """``engram remember`` has an option per field of ``model.NewMemory`` (and ``--id``), with its default, and
+    ``engram update`` one per field of ``model.MemoryChanges``; each option's help is the record's note."""
+    new = record_fields(PlacedMemory)
+    remember = _options("remember")
+    assert set(remember) - {"agent"} == set(NewMemory.__annotations__) | {"memory_id"}
+    for name, default in NEW_MEMORY_DEFAULTS.items():
+        assert remember[name].default == (None if name == "tags" else default), name  # --tag: none given
+    changes = record_fields(MemoryChanges)
+    update = _options("update")
+    assert set(update) - {"expected_version"} == set(changes)
+    for options, notes in ((remember, new), (update, changes)):
+        for name, option in options.items():
+            if name in notes and not (options is update and name == "outcome"):
+                assert option.help and option.help.startswith(str(notes[name][1])), name
+    assert update["outcome"].help == new["outcome"][1]  # the CLI cannot send the null that clears an outcome

@@ -12,14 +12,20 @@ from engram_pipeline.model import (
     INTERNAL_COLUMNS,
     KINDS,
     MEMORY_COLUMNS,
+    NEW_MEMORY_DEFAULTS,
     SERVED_COLUMNS,
     STATUSES,
+    ImportedMemory,
+    MemoryChanges,
     MemoryRecord,
+    NewMemory,
+    PlacedMemory,
     Status,
     memory_schema,
+    record_fields,
 )
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import InvalidInput
+from engram_pipeline.store import InvalidInput, MemoryStore
 from engram_pipeline.store.rows import INPUT_FIELDS, build_row
 from engram_pipeline.store.validation import check_choice
 
@@ -43,6 +49,30 @@ def test_the_importer_fields_partition_the_served_columns() -> None:
     assert set(EXPORT_COLUMNS) == set(SERVED_COLUMNS) - {"content_hash"}
     assert STORE_FIELDS | (INPUT_FIELDS - {"ttl_s"}) == set(EXPORT_COLUMNS)
     assert not set(INTERNAL_COLUMNS) & set(EXPORT_COLUMNS)
+
+
+def _keywords(fn: object) -> dict[str, object]:
+    params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+
+
+def test_the_new_memory_records_are_the_keywords_of_build_row_and_remember() -> None:
+    """``build_row`` takes ``ImportedMemory``, ``remember`` ``PlacedMemory`` (beside the vector and the actor),
+    both with ``NEW_MEMORY_DEFAULTS`` for the options every surface has (``NewMemory``)."""
+    assert list(NEW_MEMORY_DEFAULTS) == list(NewMemory.__annotations__)
+    built = _keywords(build_row)
+    assert set(built) == set(get_type_hints(ImportedMemory))
+    remember = _keywords(MemoryStore.remember)
+    assert set(remember) == {*get_type_hints(PlacedMemory), "vector", "actor"}
+    for name, default in NEW_MEMORY_DEFAULTS.items():
+        assert built[name] == default and remember[name] == default, name
+    assert set(get_type_hints(PlacedMemory)) - set(get_type_hints(NewMemory)) == {"memory_id", "created_at"}
+
+
+def test_every_field_a_shell_derives_has_a_note() -> None:
+    """The notes are the API's descriptions, the MCP arguments' and the CLI's help: none may be missing."""
+    for record in (PlacedMemory, MemoryChanges):
+        assert all(note for _, note in record_fields(record).values()), record.__name__
 
 
 def test_statuses_are_the_literal() -> None:

@@ -4,7 +4,7 @@ Every route answers an agent with no memories as unknown (404 naming it), before
 nobody is a typo, not an empty report.
 
 The passes run synchronously in the request (a worker thread) and return their report (see
-:mod:`engram_pipeline.reporting`).
+:mod:`engram_pipeline.reporting`). Their routes are named by the passes' table, :mod:`engram_pipeline.pass_names`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from engram_pipeline.api.models import (
 )
 from engram_pipeline.lifecycle.merge_review import discard_plan, plan_of
 from engram_pipeline.model import PlanStatus
+from engram_pipeline.pass_names import PASS_NAMES
 from engram_pipeline.reporting import decay_json, health_json
 from engram_pipeline.reporting import report_json as as_json
 
@@ -41,11 +42,20 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["agents"], responses=ERRORS)
 
 
+def _path(pass_name: str) -> str:
+    """The route of a lifecycle pass under the router's prefix, as the passes' table names it
+    (:data:`engram_pipeline.pass_names.PASS_NAMES`)."""
+    route = PASS_NAMES[pass_name].route
+    if route is None:
+        raise KeyError(f"pass {pass_name} has no HTTP route")
+    return f"/{route}"
+
+
 def _report(pass_name: str, agent_id: str, report: Any) -> ReportResponse:
     return ReportResponse(pass_name=pass_name, agent_id=agent_id, report=as_json(report))
 
 
-@router.get("/health", response_model=ReportResponse)
+@router.get(_path("health"), response_model=ReportResponse)
 def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
     """Counts by status, tier and confidence tier, and what the passes last did for this agent
     (``overall_score``, ``tier_distribution``, ``contradiction_count``, ``stale_count``, ...)."""
@@ -53,7 +63,7 @@ def agent_health(agent_id: KnownAgentDep, store: StoreDep) -> ReportResponse:
     return ReportResponse(pass_name="health", agent_id=agent_id, report=report)
 
 
-@router.post("/decay", response_model=ReportResponse)
+@router.post(_path("ltm_decay"), response_model=ReportResponse)
 def decay(
     _admin: AdminDep, agent_id: KnownAgentDep, store: StoreDep, body: Annotated[DecayRequest | None, Body()] = None
 ) -> ReportResponse:
@@ -69,7 +79,7 @@ def decay(
     return ReportResponse(pass_name="decay", agent_id=agent_id, report=decay_json(importance, confidence))
 
 
-@router.post("/consolidate", response_model=ReportResponse)
+@router.post(_path("consolidation"), response_model=ReportResponse)
 def consolidate(
     _admin: AdminDep,
     agent_id: KnownAgentDep,
@@ -81,7 +91,7 @@ def consolidate(
     return _report("consolidate", agent_id, lifecycle.consolidate(store, agent_id, scope=scope))
 
 
-@router.post("/promote", response_model=ReportResponse)
+@router.post(_path("stm_promotion"), response_model=ReportResponse)
 def promote(
     _admin: AdminDep, agent_id: KnownAgentDep, store: StoreDep, _body: Annotated[PromoteRequest | None, Body()] = None
 ) -> ReportResponse:
@@ -90,7 +100,7 @@ def promote(
 
 
 @router.post(
-    "/corpus-merge",
+    _path("corpus_merge"),
     response_model=ReportResponse,
     responses={409: {"model": ErrorOut, "description": "the plan was discarded, or expired when a newer one was made"}},
 )
@@ -116,20 +126,20 @@ def corpus_merge(
     return _report("corpus_merge", agent_id, report)
 
 
-@router.get("/corpus-merge/plans", response_model=PlanList)
+@router.get(_path("corpus_merge") + "/plans", response_model=PlanList)
 def corpus_merge_plans(agent_id: KnownAgentDep, store: StoreDep, status: PlanStatus | None = None) -> Any:
     """The agent's corpus-merge plans, oldest first (only those with ``status``, e.g. ``pending``, if given)."""
     plans = store.engine.plans_of(agent_id, status=status)
     return {"data": plans, "count": len(plans)}
 
 
-@router.get("/corpus-merge/plans/{plan_id}", response_model=PlanOut)
+@router.get(_path("corpus_merge") + "/plans/{plan_id}", response_model=PlanOut)
 def corpus_merge_plan(agent_id: AgentDep, plan_id: PlanIdPath, store: StoreDep) -> Any:
     """One plan of the agent with its status and numbered clusters (the numbers ``reject`` takes)."""
     return plan_of(store, agent_id, plan_id)
 
 
-@router.post("/corpus-merge/plans/{plan_id}/discard", response_model=ReportResponse)
+@router.post(_path("corpus_merge") + "/plans/{plan_id}/discard", response_model=ReportResponse)
 def discard_corpus_merge_plan(
     agent_id: AgentDep, plan_id: PlanIdPath, store: StoreDep, admin: AdminDep
 ) -> ReportResponse:

@@ -41,6 +41,7 @@ _HOMES = {
     "MemoryChanges": "engram_pipeline.model",
     "NewMemory": "engram_pipeline.model",
     "PlacedMemory": "engram_pipeline.model",
+    "PlanRecord": "engram_pipeline.model",
     "Kind": "engram_pipeline.model",
     "Status": "engram_pipeline.model",
     "Tier": "engram_pipeline.model",
@@ -97,6 +98,9 @@ if TYPE_CHECKING:  # the names as the type checker sees them (``X as X``: re-exp
     )
     from engram_pipeline.model import (
         PlacedMemory as PlacedMemory,
+    )
+    from engram_pipeline.model import (
+        PlanRecord as PlanRecord,
     )
     from engram_pipeline.model import (
         Source as Source,

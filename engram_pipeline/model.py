@@ -252,6 +252,24 @@ PLAN_SCHEMA = pa.schema(
     ]
 )
 
+
+class PlanRecord(TypedDict):
+    """A plan as the store hands it out: a row of :data:`PLAN_SCHEMA` with ``body`` and ``result`` decoded from
+    their JSON (``store/plans.py``). A corpus-merge body holds ``clusters`` (each a canonical, its members with
+    the versions the plan read and their scores); ``result`` is the apply's report, or who discarded the plan or
+    which plan expired it."""
+
+    plan_id: str
+    agent_id: str
+    kind: str
+    status: PlanStatus
+    created_at: datetime
+    applied_at: datetime | None
+    run_id: str | None
+    body: dict[str, Any]
+    result: dict[str, Any] | None
+
+
 CURSOR_SCHEMA = pa.schema(
     [
         pa.field("key", pa.string()),  # "<pass>/<agent_id>"

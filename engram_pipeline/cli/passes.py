@@ -146,7 +146,8 @@ def consolidate_corpus(
                 warn(f"agent {a}: applying {plan['plan_id']}, its only pending plan")
 
         def run(a: str) -> Any:
-            chosen_id = (chosen[a] or {}).get("plan_id")
+            plan = chosen[a]
+            chosen_id = plan["plan_id"] if plan is not None else None
             reports[a] = apply_corpus_merge(st.store, a, chosen_id, reject=numbers, actor=ACTOR)
             return reports[a]
 

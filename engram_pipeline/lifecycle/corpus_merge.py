@@ -68,7 +68,7 @@ from engram_pipeline.lifecycle.merge_review import (
     rejected_numbers,
     vetoed_pairs,
 )
-from engram_pipeline.model import Memory, dumps_metadata, loads_metadata
+from engram_pipeline.model import Memory, PlanRecord, dumps_metadata, loads_metadata
 from engram_pipeline.similarity import star_clusters
 from engram_pipeline.similarity.bands import filter_bands
 from engram_pipeline.store.errors import InvalidInput
@@ -177,7 +177,7 @@ def _plan_sweep(
     planned = plan_clusters_of(store, agents, graph=graph)
     body = {"planned_at": cursor.now.isoformat(), "band": [judge.floor, 1.0], "judge": judge.name}
 
-    def decide(pending: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    def decide(pending: dict[str, list[PlanRecord]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
         """The agents whose latest pending plan is this plan (its id), and the plans to store."""
         kept, new = {}, {}
         for agent in agents:
@@ -410,7 +410,7 @@ def apply_corpus_merge(
     return report
 
 
-def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None) -> dict[str, Any] | None:
+def plan_to_apply(store: MemoryStore, agent_id: str, plan_id: str | None = None) -> PlanRecord | None:
     """The plan an apply would write: ``plan_id`` (which must exist, be ``agent_id``'s and be neither discarded
     nor expired), or without it the agent's only pending plan (None if there is none). Several pending plans
     are refused, naming them: a plan made after the review (say, once a near-duplicate was imported) must

@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from engram_pipeline.extras import missing
 from engram_pipeline.lifecycle.archival import candidates
 from engram_pipeline.lifecycle.graph import agent_graph
-from engram_pipeline.model import CONFIDENCE_TIERS, confidence_tier, confidences, utcnow
+from engram_pipeline.model import CONFIDENCE_TIERS, PlanRecord, confidence_tier, confidences, utcnow
 from engram_pipeline.similarity.bands import filter_bands, merge_band
 from engram_pipeline.store.access_log import overlay_pending
 
@@ -256,7 +256,7 @@ def _active_contradictions(links: pa.Table, visible: dict[str, set[str]]) -> dic
 
 
 def _duplicate_rows(
-    store: MemoryStore, visible: dict[str, set[str]], plans: dict[str, dict[str, Any]], graph: Any
+    store: MemoryStore, visible: dict[str, set[str]], plans: dict[str, PlanRecord], graph: Any
 ) -> dict[str, tuple[set[str], str]]:
     """Per agent, its visible rows in open merge clusters and where they come from: its latest plan if that
     is pending, else the merge band of its neighbour graph (computed here, for all such agents at once, when

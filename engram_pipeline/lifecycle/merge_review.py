@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engram_pipeline.model import content_hash, utcnow
+from engram_pipeline.model import PlanRecord, content_hash, utcnow
 from engram_pipeline.store.errors import InvalidInput, PlanClosed, PlanNotFound
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class DiscardReport:
     discarded: bool
 
 
-def plan_of(store: MemoryStore, agent_id: str, plan_id: str) -> dict[str, Any]:
+def plan_of(store: MemoryStore, agent_id: str, plan_id: str) -> PlanRecord:
     """The plan ``plan_id``, which must exist and be ``agent_id``'s."""
     plan = store.engine.get_plan(plan_id)
     if plan is None:
@@ -62,13 +62,13 @@ def plan_of(store: MemoryStore, agent_id: str, plan_id: str) -> dict[str, Any]:
     return plan
 
 
-def refuse_closed(plan: dict[str, Any]) -> None:
+def refuse_closed(plan: PlanRecord) -> None:
     """Raise :class:`PlanClosed` for a discarded or expired plan."""
     if plan["status"] in CLOSED:
         raise PlanClosed(str(plan["plan_id"]), plan["status"], plan.get("result"))
 
 
-def rejected_numbers(plan: dict[str, Any], reject: Iterable[int]) -> tuple[int, ...]:
+def rejected_numbers(plan: PlanRecord, reject: Iterable[int]) -> tuple[int, ...]:
     """``reject`` as sorted distinct cluster numbers of ``plan``; a number outside 1..n is refused."""
     n = len(plan["body"].get("clusters", []))
     numbers = sorted(set(reject))
@@ -81,7 +81,7 @@ def rejected_numbers(plan: dict[str, Any], reject: Iterable[int]) -> tuple[int, 
 
 def record_rejections(
     store: MemoryStore,
-    plan: dict[str, Any],
+    plan: PlanRecord,
     numbers: tuple[int, ...],
     *,
     actor: str,
@@ -157,7 +157,12 @@ def _applying(saved: dict[str, Any] | None, plan_id: str) -> bool:
     return not saved.get("done", True) and saved.get("scope") == {"plan_id": plan_id}
 
 
-def expired_by(plan: dict[str, Any]) -> str | None:
+def _run_of(plan: PlanRecord) -> str | None:
+    """The run that closed ``plan`` (None: it is open, or its result does not say)."""
+    return (plan["result"] or {}).get("run_id")
+
+
+def expired_by(plan: PlanRecord) -> str | None:
     """The id of the plan whose making expired ``plan`` (None: it did not expire)."""
     return (plan.get("result") or {}).get("expired_by") if plan["status"] == "expired" else None
 
@@ -165,7 +170,7 @@ def expired_by(plan: dict[str, Any]) -> str | None:
 def expire_superseded(
     store: MemoryStore,
     newest: Mapping[str, str],
-    pending: Mapping[str, Sequence[dict[str, Any]]],
+    pending: Mapping[str, Sequence[PlanRecord]],
     *,
     run_id: str | None = None,
     before_write: Callable[[], None] = lambda: None,
@@ -207,7 +212,7 @@ def expired_in_run(store: MemoryStore, newest: Mapping[str, str], run_id: str) -
     reports, its killed attempts' expiries included."""
     out: dict[str, tuple[str, ...]] = {}
     for agent, plans in store.engine.plans_of_agents(list(newest), status="expired").items():
-        ids = [p["plan_id"] for p in plans if expired_by(p) == newest[agent] and p["result"].get("run_id") == run_id]
+        ids = [p["plan_id"] for p in plans if expired_by(p) == newest[agent] and _run_of(p) == run_id]
         if ids:
             out[agent] = tuple(map(str, ids))
     return out

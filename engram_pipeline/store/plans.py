@@ -9,12 +9,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from engram_pipeline.model import PLAN_SCHEMA, PlanStatus, rows_to_table, utcnow
+from engram_pipeline.model import PLAN_SCHEMA, PlanRecord, PlanStatus, rows_to_table, utcnow
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
 
-Plan = dict[str, Any]  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded
+Plan = PlanRecord  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded (model.PlanRecord)
 
 
 class Plans:
@@ -129,7 +129,14 @@ class Plans:
 
 
 def _plan(row: dict[str, Any]) -> Plan:
-    out = dict(row)
-    out["body"] = json.loads(row["body"]) if row["body"] else {}
-    out["result"] = json.loads(row["result"]) if row.get("result") else None
-    return out
+    return {
+        "plan_id": row["plan_id"],
+        "agent_id": row["agent_id"],
+        "kind": row["kind"],
+        "status": row["status"],
+        "created_at": row["created_at"],
+        "applied_at": row.get("applied_at"),
+        "run_id": row.get("run_id"),
+        "body": json.loads(row["body"]) if row["body"] else {},
+        "result": json.loads(row["result"]) if row.get("result") else None,
+    }

@@ -13,6 +13,7 @@ from engram_pipeline.model import (
     KINDS,
     MEMORY_COLUMNS,
     NEW_MEMORY_DEFAULTS,
+    PLAN_SCHEMA,
     SERVED_COLUMNS,
     STATUSES,
     ImportedMemory,
@@ -20,6 +21,7 @@ from engram_pipeline.model import (
     MemoryRecord,
     NewMemory,
     PlacedMemory,
+    PlanRecord,
     Status,
     memory_schema,
     record_fields,
@@ -73,6 +75,15 @@ def test_every_field_a_shell_derives_has_a_note() -> None:
     """The notes are the API's descriptions, the MCP arguments' and the CLI's help: none may be missing."""
     for record in (PlacedMemory, MemoryChanges):
         assert all(note for _, note in record_fields(record).values()), record.__name__
+
+
+def test_a_plan_record_is_a_plan_row_and_the_store_hands_out_exactly_it(store: MemoryStore) -> None:
+    assert list(PlanRecord.__annotations__) == PLAN_SCHEMA.names
+    plan_id = store.engine.save_plan("a", {"clusters": []})
+    plan = store.engine.get_plan(plan_id)
+    assert plan is not None and list(plan) == PLAN_SCHEMA.names
+    decoded = (plan["status"], plan["body"], plan["result"], plan["applied_at"])
+    assert decoded == ("pending", {"clusters": []}, None, None)
 
 
 def test_statuses_are_the_literal() -> None:

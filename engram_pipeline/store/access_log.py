@@ -30,6 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcnow
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list
@@ -89,11 +90,8 @@ class AccessLog:
         return summed_reads(self.entries(" AND ".join(conds) or None))
 
     def entries(self, where: str | None, *, with_agent: bool = False) -> pl.DataFrame:
-        q = self.table.search()
-        if where:
-            q = q.where(where)
         columns = [*_LOG_FRAME, "agent_id"] if with_agent else list(_LOG_FRAME)
-        df = pl.from_arrow(q.select(columns).limit(None).to_arrow())
+        df = pl.from_arrow(one_trip.read(self.table, where or None, columns=columns))
         assert isinstance(df, pl.DataFrame)
         return df
 

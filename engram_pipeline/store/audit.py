@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from engram_pipeline.model import AUDIT_SCHEMA, Memory, row_from_json, row_to_json, rows_to_table, utcnow
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, where_in
@@ -77,7 +78,7 @@ class AuditLog:
 
     def events(self, memory_id: str) -> list[AuditEvent]:
         """Every audit event of one memory, oldest first."""
-        rows = self.table.search().where(eq("memory_id", memory_id)).limit(None).to_arrow().to_pylist()
+        rows = one_trip.read(self.table, eq("memory_id", memory_id)).to_pylist()
         return sorted(rows, key=lambda r: (r["at"], r["event_id"]))
 
     def last_pre_image(self, memory_id: str) -> tuple[Memory, AuditEvent] | None:
@@ -93,7 +94,7 @@ class AuditLog:
         found: set[str] = set()
         for ids in where_in("memory_id", memory_ids):
             where = f"{ids} AND {eq('action', action)} AND {eq('run_id', run_id)}"
-            rows = self.table.search().where(where).select(["memory_id"]).limit(None).to_arrow()
+            rows = one_trip.read(self.table, where, columns=["memory_id"])
             found.update(rows["memory_id"].to_pylist())
         return found
 
@@ -119,8 +120,5 @@ class AuditLog:
         chunks: list[str | None] = [None] if memory_ids is None else list(where_in("memory_id", memory_ids))
         parts = []
         for chunk in chunks:
-            q = self.table.search().where(cond if chunk is None else f"{cond} AND {chunk}")
-            if columns is not None:
-                q = q.select(list(columns))
-            parts.append(q.limit(None).to_arrow())
+            parts.append(one_trip.read(self.table, cond if chunk is None else f"{cond} AND {chunk}", columns=columns))
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)

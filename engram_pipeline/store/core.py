@@ -242,7 +242,7 @@ class ShardedEngine:
         """
         shards = [self.shard_for(agent_id)] if agent_id is not None else self.shards
         for shard in shards:
-            found = shard.memories.search().where(eq("id", memory_id)).limit(None).to_arrow()
+            found = one_trip.read(shard.memories, eq("id", memory_id))
             if found.num_rows:
                 break
         if not found.num_rows or (agent_id is not None and found["agent_id"][0].as_py() != agent_id):
@@ -266,9 +266,7 @@ class ShardedEngine:
                 break
             rows: list[Memory] = []
             for where in where_in("id", missing):
-                # one trip through lancedb's event loop, not the synchronous query's five or six (one_trip.py)
-                read = one_trip.rows(shard.memories, where, columns=wanted)
-                rows.extend(one_trip.run(read).to_pylist())
+                rows.extend(one_trip.read(shard.memories, where, columns=wanted).to_pylist())
             if rows:
                 out[shard.index] = rows
                 if self.shard_count > 1:
@@ -290,10 +288,7 @@ class ShardedEngine:
         if version is not None:
             table = self.db.open_table(shard.name("memories"))
             table.checkout(version)
-        q = table.search().where(cond)
-        if columns:
-            q = q.select(columns)
-        return q.limit(None).to_arrow()
+        return one_trip.read(table, cond, columns=columns or None)
 
     def scan_agents(
         self,
@@ -317,10 +312,7 @@ class ShardedEngine:
                 table = self.db.open_table(self.shards[k].name("memories"))
                 table.checkout(version)
             for cond in where_in("agent_id", agents):
-                q = table.search().where(cond + (f" AND ({where})" if where else ""))
-                if columns:
-                    q = q.select(columns)
-                parts.append(q.limit(None).to_arrow())
+                parts.append(one_trip.read(table, cond + (f" AND ({where})" if where else ""), columns=columns or None))
         if not parts:
             schema = self.memory_schema
             return schema.empty_table() if not columns else pa.schema([schema.field(c) for c in columns]).empty_table()
@@ -370,7 +362,7 @@ class ShardedEngine:
         """``{agent_id: {status: rows}}`` over the whole store (statuses without rows left out)."""
         counts: dict[str, dict[str, int]] = {}
         for shard in self.shards:
-            table = shard.memories.search().select(["agent_id", "status"]).limit(None).to_arrow()
+            table = one_trip.read(shard.memories, columns=["agent_id", "status"])
             grouped = table.group_by(["agent_id", "status"]).aggregate([([], "count_all")])
             for row in grouped.to_pylist():
                 counts.setdefault(row["agent_id"], {})[row["status"]] = int(row["count_all"])
@@ -421,13 +413,7 @@ class ShardedEngine:
         that commit)."""
         snapshot = self.db.open_table(self.shards[shard].name("memories"))
         snapshot.checkout(version)
-        rows = (
-            snapshot.search()
-            .where(f"id IN {in_list(ids)} AND write_token = {lit(token)}")
-            .select(["id"])
-            .limit(None)
-            .to_arrow()
-        )
+        rows = one_trip.read(snapshot, f"id IN {in_list(ids)} AND write_token = {lit(token)}", columns=["id"])
         ids_written: list[str] = rows["id"].to_pylist()
         return ids_written
 
@@ -437,7 +423,7 @@ class ShardedEngine:
         snapshot.checkout(version)
         found: list[str] = []
         for where in where_in("id", ids):
-            rows = snapshot.search().where(where).select(["id"]).limit(None).to_arrow()
+            rows = one_trip.read(snapshot, where, columns=["id"])
             found.extend(rows["id"].to_pylist())
         return found
 
@@ -558,8 +544,7 @@ class ShardedEngine:
         same: dict[str, list[Memory]] = {}
         hashes = list(mine)
         for where in where_in("content_hash", hashes):
-            q = shard.memories.search().where(where).select(["id", "content_hash"])
-            for r in q.limit(None).to_arrow().to_pylist():
+            for r in one_trip.read(shard.memories, where, columns=["id", "content_hash"]).to_pylist():
                 same.setdefault(r["content_hash"], []).append(r)
         lost: dict[str, int] = {}
         for digest, group in same.items():
@@ -583,8 +568,8 @@ class ShardedEngine:
         shard = shard or self.shard_for(rows[0]["agent_id"])
         ids = [r["id"] for r in rows]
         if shard.tracks_versions:  # each row says which version created it
-            q = shard.memories.search().where(f"id IN {in_list(ids)}").select(["id", CREATED_AT])
-            created = {r["id"]: r[CREATED_AT] for r in q.limit(None).to_arrow().to_pylist()}
+            read = one_trip.read(shard.memories, f"id IN {in_list(ids)}", columns=["id", CREATED_AT])
+            created = {r["id"]: r[CREATED_AT] for r in read.to_pylist()}
             if len(created) == len(ids):
                 first_id = min(ids, key=lambda i: (created[i], i))
                 return next(r for r in rows if r["id"] == first_id)
@@ -613,8 +598,7 @@ class ShardedEngine:
 
     def _by_hash(self, agent_id: str, digest: str) -> Memory | None:
         cond = f"{eq('content_hash', digest)} AND {eq('agent_id', agent_id)}"
-        rows = self.shard_for(agent_id).memories.search().where(cond)
-        found = rows.limit(None).to_arrow().to_pylist()
+        found = one_trip.read(self.shard_for(agent_id).memories, cond).to_pylist()
         # Two rows only in the instant between racing inserts and the loser's clean-up: name the one that stays.
         return self._first_committed(found) if found else None
 
@@ -836,5 +820,5 @@ def _insert_new_hashes(memories: Any, rows: pa.Table) -> Any:
 
 def _agents_of(memories: Any) -> list[str]:
     """The distinct agent ids of one ``memories`` table."""
-    ids = memories.search().select(["agent_id"]).limit(None).to_arrow()["agent_id"]
+    ids = one_trip.read(memories, columns=["agent_id"])["agent_id"]
     return sorted(set(ids.to_pylist()))

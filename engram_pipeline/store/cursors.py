@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engram_pipeline.model import CURSOR_SCHEMA, rows_to_table, utcnow
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, lit, where_in
@@ -30,7 +31,7 @@ class Cursors:
         self.bound = FragmentBound(table)
 
     def get(self, pass_name: str, agent_id: str) -> dict[str, Any] | None:
-        rows = self.table.search().where(eq("key", f"{pass_name}/{agent_id}")).limit(1).to_arrow().to_pylist()
+        rows = one_trip.read(self.table, eq("key", f"{pass_name}/{agent_id}"), limit=1).to_pylist()
         return json.loads(rows[0]["cursor"]) if rows and rows[0]["cursor"] else None
 
     def set(self, pass_name: str, agent_id: str, cursor: dict[str, Any] | None) -> None:
@@ -55,8 +56,7 @@ class Cursors:
         out: dict[str, dict[str, Any]] = {}
         agents = list(agent_ids)
         for where in where_in("key", [f"{pass_name}/{a}" for a in agents]):
-            q = self.table.search().where(where).select(["agent_id", "cursor"])
-            for r in q.limit(None).to_arrow().to_pylist():
+            for r in one_trip.read(self.table, where, columns=["agent_id", "cursor"]).to_pylist():
                 if r["cursor"]:
                     out[r["agent_id"]] = json.loads(r["cursor"])
         return out
@@ -130,7 +130,5 @@ class Cursors:
 
     def _texts(self, rows: str) -> list[str | None]:
         """The ``cursor`` text of every row matching ``rows`` (a lease key's rows, twins included)."""
-        texts: list[str | None] = (
-            self.table.search().where(rows).select(["cursor"]).limit(None).to_arrow()["cursor"].to_pylist()
-        )
+        texts: list[str | None] = one_trip.read(self.table, rows, columns=["cursor"])["cursor"].to_pylist()
         return texts

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from engram_pipeline.model import LINK_SCHEMA, rows_to_table, utcnow
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
@@ -59,13 +60,13 @@ class Links:
         where = f"(src_id IN {in_list(ids)} OR dst_id IN {in_list(ids)})"
         if rel is not None:
             where += f" AND rel = {lit(rel)}"
-        found: list[dict[str, Any]] = self.table.search().where(where).limit(None).to_arrow().to_pylist()
+        found: list[dict[str, Any]] = one_trip.read(self.table, where).to_pylist()
         return found
 
     def for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
         """The links of ``agent_id``, or of every agent of a sequence (read in chunks of 1,000 agents)."""
         if isinstance(agent_id, str):
-            return self.table.search().where(eq("agent_id", agent_id)).limit(None).to_arrow()
+            return one_trip.read(self.table, eq("agent_id", agent_id))
         agents = sorted(set(agent_id))
-        parts = [self.table.search().where(where).limit(None).to_arrow() for where in where_in("agent_id", agents)]
+        parts = [one_trip.read(self.table, where) for where in where_in("agent_id", agents)]
         return pa.concat_tables(parts) if parts else LINK_SCHEMA.empty_table()

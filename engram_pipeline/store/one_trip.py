@@ -46,13 +46,32 @@ async def version(table: Any) -> int:
     return int(await table._table.version())
 
 
-async def rows(table: Any, where: str, *, columns: Sequence[str] | None = None) -> pa.Table:
-    """Every row of ``table`` passing ``where`` (``columns`` of it, or all), as ``search().where(...)`` with
-    no limit reads them."""
-    query = table._table.query().where(where)
+async def rows(
+    table: Any, where: str | None, *, columns: Sequence[str] | None = None, limit: int | None = None
+) -> pa.Table:
+    """Every row of ``table`` passing ``where`` (all rows if None; ``columns`` of them, or all; at most
+    ``limit``), as ``search().where(...).limit(limit)`` reads them."""
+    query = table._table.query()
+    if where is not None:
+        query = query.where(where)
     if columns is not None:
         query = query.select(list(columns))
+    if limit is not None:
+        query = query.limit(limit)
     return await query.to_arrow()
+
+
+def read(
+    table: Any, where: str | None = None, *, columns: Sequence[str] | None = None, limit: int | None = None
+) -> pa.Table:
+    """:func:`rows` in one trip: the synchronous read the store's modules use instead of ``table.search()``.
+
+    >>> import lancedb
+    >>> table = lancedb.connect("memory://").create_table("t", [{"n": 1, "s": "a"}, {"n": 2, "s": "b"}])
+    >>> read(table, "n > 1", columns=["s"]).to_pylist(), read(table, limit=1).num_rows
+    ([{'s': 'b'}], 1)
+    """
+    return run(rows(table, where, columns=columns, limit=limit))
 
 
 async def nearest(

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from engram_pipeline.model import PLAN_SCHEMA, PlanRecord, PlanStatus, rows_to_table, utcnow
+from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
@@ -59,7 +60,7 @@ class Plans:
         return ids
 
     def get(self, plan_id: str) -> Plan | None:
-        rows = self.table.search().where(eq("plan_id", plan_id)).limit(1).to_arrow().to_pylist()
+        rows = one_trip.read(self.table, eq("plan_id", plan_id), limit=1).to_pylist()
         return _plan(rows[0]) if rows else None
 
     def of(self, agent_id: str, *, kind: str = "corpus_merge", status: PlanStatus | None = None) -> list[Plan]:
@@ -76,7 +77,7 @@ class Plans:
         rows = [
             r
             for where in where_in("agent_id", agents)
-            for r in self.table.search().where(f"{where} AND {cond}").limit(None).to_arrow().to_pylist()
+            for r in one_trip.read(self.table, f"{where} AND {cond}").to_pylist()
         ]
         out: dict[str, list[Plan]] = {}
         for r in sorted(rows, key=lambda r: (r["created_at"], r["plan_id"])):
@@ -124,7 +125,7 @@ class Plans:
             return set(results)
         # Some were not pending any more: which ones this commit closed, from what the plans hold now.
         where = f"plan_id IN {in_list(list(results))} AND {eq('status', status)}"
-        now = self.table.search().where(where).select(["plan_id", "result"]).limit(None).to_arrow().to_pylist()
+        now = one_trip.read(self.table, where, columns=["plan_id", "result"]).to_pylist()
         return {r["plan_id"] for r in now if r["result"] == results[r["plan_id"]]}
 
 

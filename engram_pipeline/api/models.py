@@ -159,7 +159,7 @@ class RecallRequest(Request):
     tiers: Annotated[list[ConfidenceTier], Field(min_length=1)] | None = None
     min_confidence: Unit | None = None
     evidence: Annotated[
-        int, Field(ge=0, le=10, description="hidden sources (archived episodes) attached to each derived hit")
+        int, Field(ge=0, le=10, description="sources attached to each derived hit (archived; visible: one)")
     ] = 3
 
     @model_validator(mode="after")
@@ -219,7 +219,7 @@ class RecallHitOut(BaseModel):
     similarity: float
     recency: float
     evidence: list[MemoryOut] = Field(
-        default_factory=list, description="for a derived hit: the archived memories it was derived from"
+        default_factory=list, description="for a derived hit: sources no hit above returned (archived; visible: one)"
     )
 
 

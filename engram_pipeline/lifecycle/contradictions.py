@@ -5,7 +5,16 @@ imported in bulk, thresholds or rules changed since, a neighbour the write path'
 
 Candidates are the pairs of the agent's neighbour graph (:mod:`engram_pipeline.lifecycle.graph`) with
 ``MEMORY_CONTRADICTION_THRESHOLD <= score < MEMORY_CONTRADICTION_THRESHOLD_MAX`` (or at or above
-``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows.
+``MEMORY_DUPLICATE_THRESHOLD``: near-identical rows that a veto kept apart) between two rows recall shows, and
+among the :data:`~engram_pipeline.lifecycle.graph.CANDIDATES_PER_ROW` nearest pairs (from the lowest of those
+bands up) of either of the two rows, so that the pairs judged grow linearly with the rows: a long conversation
+that keeps saying the same things has in-band pairs that grow with the square of its turns. A pass given no
+graph computes only those pairs (:func:`~engram_pipeline.similarity.nearest_graph`), ranking a row's
+neighbours among the visible rows and the rows a contradiction hid (``supersede``, here or at write time), so
+that a row this pass hides never lets a new pair into the cap: a second run has nothing new to judge. (A
+precomputed graph holds the visible rows only: there, a pair a hidden row kept out of the cap can become a
+candidate on a later run.) A change of value said among many turns that are closer to both of its sides than
+they are to each other can be missed; ``docs/consolidation.md`` measures how often on the labelled dialogues.
 A candidate is confirmed by the store's judge (:func:`engram_pipeline.judge.contradictions_of`): the lexical rules
 of :func:`engram_pipeline.claims.detect_contradiction`, and with the pair model its contradiction verdicts between
 two rows of one kind that are not episodes (similarity only says two memories talk about the same thing, not
@@ -44,9 +53,10 @@ from engram_pipeline.claims import Contradiction
 from engram_pipeline.judge import contradictions_of, get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, Recount, count_frames, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
-from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
+from engram_pipeline.lifecycle.graph import CANDIDATES_PER_ROW, VISIBLE_SQL, agent_graph
 from engram_pipeline.model import Memory
 from engram_pipeline.settings import CONTRADICTION_POLICIES, Settings, SettingsError
+from engram_pipeline.similarity import nearest_per_row
 from engram_pipeline.similarity.bands import contradiction_bands, filter_bands
 from engram_pipeline.store.marks import mark_contradicted_many, mark_superseded_many
 
@@ -57,6 +67,9 @@ PASS_NAME = "contradictions"
 ACTOR = "contradiction_detection"
 BATCH_SIZE = 1000  # anchor rows (the smaller id of a pair) per compare-and-set batch
 COUNTS = ("candidates", "flagged", "superseded", "skipped_concurrent_edit")
+# The rows a row's nearest are ranked among (see the module doc): visible, or hidden by a contradiction (a
+# ``superseded`` entry in the metadata; the corpus merge's members carry ``merged``, the archive none).
+_RANKED_SQL = f"({VISIBLE_SQL}) OR (superseded_by IS NOT NULL AND metadata LIKE '%\"superseded\": {{%')"
 _COLUMNS = [
     "id", "agent_id", "kind", "content", "content_hash", "status", "superseded_by", "contradiction_with",
     "created_at", "version",
@@ -130,7 +143,12 @@ def contradiction_sweep(
         """The anchors with candidate pairs, and whether judging them would write (a confirmed contradiction,
         or a flagged pair whose link a killed run did not write)."""
         frame = agent_frame(store, agents, columns=_COLUMNS, where=VISIBLE_SQL)
-        graph = read["graph"] if read["graph"] is not None and not cursor.stale else agent_graph(store, agents)
+        if read["graph"] is not None and not cursor.stale:
+            graph = read["graph"]
+        else:
+            graph = agent_graph(
+                store, agents, floor=_band_floor(settings), per_row=CANDIDATES_PER_ROW, rows=_RANKED_SQL
+            )
         pairs = _ordered_pairs(_candidate_band(graph, settings))
         involved = set(pairs["a"].to_list()) | set(pairs["b"].to_list())
         rows.clear()
@@ -323,11 +341,18 @@ def _unrecorded_counts(
     return count_frames({"candidates": found, "flagged": found})
 
 
+def _band_floor(settings: Settings) -> float:
+    return min(lo for lo, _ in contradiction_bands(settings))
+
+
 def _candidate_band(graph: pa.Table, settings: Settings) -> pa.Table:
     """Pairs in ``[contradiction_threshold, contradiction_threshold_max)``, plus the pairs at or above the
-    duplicate threshold: they are still visible side by side only because a veto kept them apart, and a
-    contradiction there must be recorded like any other."""
-    return filter_bands(graph, contradiction_bands(settings))
+    duplicate threshold (they are still visible side by side only because a veto kept them apart, and a
+    contradiction there must be recorded like any other), among the :data:`CANDIDATES_PER_ROW` nearest pairs of
+    either row from the lowest band up (a graph computed with ``per_row`` has those already: cutting it again
+    keeps them)."""
+    above = filter_bands(graph, ((_band_floor(settings), None),))
+    return filter_bands(nearest_per_row(above, CANDIDATES_PER_ROW), contradiction_bands(settings))
 
 
 def _ordered_pairs(pairs: pa.Table) -> pl.DataFrame:

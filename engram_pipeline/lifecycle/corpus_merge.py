@@ -56,7 +56,7 @@ import pyarrow.compute as pc
 from engram_pipeline.judge import get_judge
 from engram_pipeline.lifecycle._batched import BatchResult, run_batched
 from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
-from engram_pipeline.lifecycle.graph import VISIBLE_SQL, agent_graph
+from engram_pipeline.lifecycle.graph import CANDIDATES_PER_ROW, VISIBLE_SQL, agent_graph
 from engram_pipeline.lifecycle.merge_review import (
     APPLY_PASS,
     expire_superseded,
@@ -69,7 +69,7 @@ from engram_pipeline.lifecycle.merge_review import (
     vetoed_pairs,
 )
 from engram_pipeline.model import Memory, PlanRecord, dumps_metadata, loads_metadata
-from engram_pipeline.similarity import star_clusters
+from engram_pipeline.similarity import nearest_per_row, star_clusters
 from engram_pipeline.similarity.bands import filter_bands
 from engram_pipeline.store.errors import InvalidInput
 
@@ -84,8 +84,6 @@ __all__ = [
 ACTOR = "corpus_consolidation"
 BATCH_CLUSTERS = 500
 COUNTS = ("clusters", "merged", "skipped_concurrent_edit")
-# Nearest candidates per row the judge sees: a pair is judged when it is among the nearest of either side.
-CANDIDATES_PER_ROW = 8
 _COLUMNS = [
     "id", "kind", "content", "content_hash", "status", "contradiction_with", "importance", "created_at", "pinned",
     "version",
@@ -318,24 +316,6 @@ def plan_clusters_of(
             }
         )
     return out
-
-
-def nearest_per_row(pairs: pa.Table, k: int) -> pa.Table:
-    """The pairs that are among the ``k`` highest-scoring pairs of either of their rows (ties by id)."""
-    if pairs.num_rows == 0:
-        return pairs
-    df = pl.from_arrow(pairs)
-    assert isinstance(df, pl.DataFrame)
-    df = df.with_row_index("_pair")
-    ends = pl.concat(
-        [df.select("_pair", pl.col("src_id").alias("row"), "score", pl.col("dst_id").alias("other")),
-         df.select("_pair", pl.col("dst_id").alias("row"), "score", pl.col("src_id").alias("other"))]
-    )  # fmt: skip
-    ranked = ends.sort(["row", "score", "other"], descending=[False, True, False]).with_columns(
-        pl.int_range(pl.len()).over("row").alias("_rank")
-    )
-    kept = ranked.filter(pl.col("_rank") < k)["_pair"].unique().sort()
-    return pairs.take(pa.array(kept.to_list(), pa.int64()))
 
 
 def apply_corpus_merge(

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engram_pipeline.lifecycle.contradictions import detect_contradictions
-from engram_pipeline.lifecycle.graph import agent_graph, graph_floor
+from engram_pipeline.lifecycle.graph import CANDIDATES_PER_ROW, agent_graph, graph_floor
 from engram_pipeline.model import loads_metadata, rows_to_table
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
@@ -135,6 +135,55 @@ def test_contradiction_veto_above_the_duplicate_threshold_is_flagged(store: Memo
     put(store, "User lives in Berlin", b)
     put(store, "User lives in Munich", at_cosine(b, 0.99, 1))
     assert detect_contradictions(store, "a").flagged == 1
+
+
+def test_candidates_per_row_are_bounded_and_a_change_among_many_near_duplicates_is_still_flagged(
+    store: MemoryStore,
+) -> None:
+    # 24 statements of one value (a turn prefix keeps them apart; the rules drop it), closer to each other
+    # (~0.92) than to the change (~0.82): every pair is in the band (276 + 24), but each row's nearest are its
+    # own kind, except the change's, which are the old ones.
+    b = topic(0)
+    same = [
+        put(store, f"(turn {i}) User lives in Berlin", at_cosine(b, 0.96, 10 + i), age_days=30 - i) for i in range(24)
+    ]
+    moved = put(store, "User lives in Munich", at_cosine(b, 0.85, 99), age_days=1)
+    whole = agent_graph(store, "a")
+    assert whole.num_rows == 25 * 24 // 2
+    report = detect_contradictions(store, "a")
+    assert report.candidates <= 25 * CANDIDATES_PER_ROW < whole.num_rows
+    assert report.flagged == CANDIDATES_PER_ROW  # the change against its nearest old statements
+    flagged_with = store.get(moved, track_access=False)["contradiction_with"]
+    assert len(flagged_with) == CANDIDATES_PER_ROW and set(flagged_with) <= set(same)
+
+
+def test_under_supersede_a_row_the_pass_hid_keeps_its_place_so_a_second_run_judges_nothing_new(
+    store: MemoryStore,
+) -> None:
+    b = topic(0)
+    for i in range(24):
+        put(store, f"(turn {i}) User lives in Berlin", at_cosine(b, 0.96, 10 + i), age_days=30 - i)
+    put(store, "User lives in Munich", at_cosine(b, 0.85, 99), age_days=1)
+    first = detect_contradictions(store, "a", policy="supersede")
+    assert first.superseded == CANDIDATES_PER_ROW  # the old statements nearest the change, not all 24
+    before = versions(store)
+    # ranked among the visible rows only, the next 8 old statements would now be the change's nearest
+    again = detect_contradictions(store, "a", policy="supersede")
+    assert again.superseded == 0 and versions(store) == before
+
+
+def test_a_precomputed_whole_graph_gives_the_same_bounded_candidates(tmp_path: Path, settings: Settings) -> None:
+    reports = []
+    for name, whole in (("own", False), ("given", True)):
+        s = MemoryStore.open(str(tmp_path / name), settings=settings.replace(**THRESHOLDS))
+        b = topic(0)
+        for i in range(20):
+            put(s, f"(turn {i}) User lives in Berlin", at_cosine(b, 0.96, 10 + i), age_days=30 - i)
+        put(s, "User lives in Munich", at_cosine(b, 0.85, 99), age_days=1)
+        graph = agent_graph(s, "a") if whole else None
+        r = detect_contradictions(s, "a", graph=graph, now=T0, run_id="r")
+        reports.append((r.candidates, r.flagged, sorted(x["content"] for x in s.list_memories("a"))))
+    assert reports[0] == reports[1]
 
 
 def test_supersede_hides_the_older_row_audited_and_restorable(store: MemoryStore) -> None:

@@ -111,12 +111,13 @@ def test_dialogue_turns_are_flagged_only_where_a_speaker_really_changes_a_value(
     assert changes >= CHANGES_FLAGGED[embedder]
 
 
-# Issue 34's goal: evidence recall@10 after the passes >= 0.95 of before. Held with MiniLM. Not with the hashing
-# embedder, which matches little more than the person's name: here, months after the last session, every turn
-# has lost its recency and the beliefs derived "now" have not, so beliefs about a person's other facts rank
-# above the one that answers and the turns they carry fill the ten ids (0.82-1.00 of before depending on the
-# corpus's draw; the benchmark's figures are in docs/consolidation.md).
-EVIDENCE_KEPT = {"minilm": 0.95}
+# Issue 34's goal: evidence recall@10 after the passes >= 0.95 of before. Held with MiniLM. With the hashing
+# embedder, which matches little more than the person's name, beliefs about a person's other facts rank above
+# the one that answers; when each carried three turns, those filled the ten ids (0.82 of before here, months
+# after the last session, when every turn has lost its recency and the beliefs derived "now" have not). A
+# belief now carries one visible turn: 0.94 here, 1.03 in the benchmark, a day after the last session
+# (docs/consolidation.md).
+EVIDENCE_KEPT = {"minilm": 0.95, "hashing": 0.9}
 
 
 @pytest.mark.parametrize("embedder", EMBEDDERS)

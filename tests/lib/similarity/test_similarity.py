@@ -6,7 +6,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engram_pipeline.similarity import PAIRS_SCHEMA, average_linkage, components, neighbour_graph, star_clusters
+from engram_pipeline.similarity import (
+    PAIRS_SCHEMA,
+    average_linkage,
+    components,
+    nearest_graph,
+    nearest_per_row,
+    neighbour_graph,
+    star_clusters,
+)
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -80,6 +88,25 @@ def test_blocked_path_recall_and_shape() -> None:
     # The data does straddle partitions: without probes many pairs are missed.
     home_only = _positions(neighbour_graph(ids, x, floor=0.85, exact_max_rows=1_000, probes=0))
     assert len(home_only) < 0.8 * len(exact)
+
+
+def test_nearest_graph_is_the_whole_graph_cut_to_each_rows_nearest_without_computing_it() -> None:
+    x = clustered(900, 32, topics=4, seed=3)
+    x[5] = x[4]  # exact twins tie with each other's other neighbours: the cut is by (score, id) all the same
+    x[6] = x[4]
+    ids = _ids(900)
+    whole = neighbour_graph(ids, x, floor=0.6)
+    for k in (1, 4, 8):
+        got = nearest_graph(ids, x, floor=0.6, k=k)
+        assert got.schema == PAIRS_SCHEMA
+        assert got.equals(nearest_per_row(whole, k))
+        assert got.num_rows <= 900 * k < whole.num_rows  # linear in the rows, where the graph is not
+    # above exact_max_rows: the blocked graph, cut the same way
+    blocked = nearest_graph(ids, x, floor=0.6, k=4, exact_max_rows=100)
+    assert blocked.equals(nearest_per_row(neighbour_graph(ids, x, floor=0.6, exact_max_rows=100), 4))
+    assert nearest_graph(["a"], x[:1], floor=0.5, k=3).num_rows == 0
+    with pytest.raises(ValueError, match="k must be positive"):
+        nearest_graph(ids, x, floor=0.6, k=0)
 
 
 def test_invalid_rows_skipped_and_vectors_normalised() -> None:

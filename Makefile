@@ -23,8 +23,10 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(PY) -m assets.demo
 
+# The whole suite over one worker process per core (pytest-xdist); the tests that start the local cluster run
+# on one worker, one after another (xdist_group "cluster", tests/conftest.py), so one cluster serves them all.
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # The edit loop's lane: every test but the slow, browser and cluster ones (markers in pyproject.toml), one
 # worker process per core (pytest-xdist).

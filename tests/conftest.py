@@ -29,6 +29,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist with ``--dist loadgroup`` (``make test``) every test that starts the local cluster runs
+    on one worker, one after another, so the session starts one cluster (Postgres, Redis, Ceph RGW), not one per
+    worker, and two tests never contend for it."""
+    for item in items:
+        if item.get_closest_marker("distributed"):
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
 @pytest.fixture
 def shards(request: pytest.FixtureRequest) -> str:
     """The shard count of the fixtures' stores (``--shards``), as ``ENGRAM_SHARDS`` reads it."""

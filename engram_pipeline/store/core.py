@@ -448,13 +448,8 @@ class ShardedEngine:
         vector: Sequence[float] | None = None,
         actor: str = "library",
     ) -> RememberResult:
-        """Store a memory, or return the one it duplicates.
-
-        Exact content (per agent, case- and whitespace-insensitive) returns the existing row untouched with
-        outcome ``exact_duplicate``. Otherwise the write-time checks run (semantic dedup and contradictions,
-        ``engram_pipeline.store.write_path``) and the row is inserted with outcome ``created``. Concurrent calls
-        share a batch, one commit and one embedding call (:mod:`~engram_pipeline.store.group_commit`).
-        """
+        """:meth:`MemoryStore.remember <engram_pipeline.store.memory_store.MemoryStore.remember>` (what it does
+        is said there): the row is built here and handed to its shard's group commit."""
         row = self.new_row(
             agent_id,
             content,

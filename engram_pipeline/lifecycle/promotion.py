@@ -43,7 +43,6 @@ from engram_pipeline.lifecycle._common import PassCursor, agent_frame, sweep_key
 from engram_pipeline.model import Memory, dumps_metadata, loads_metadata, polars_schema
 from engram_pipeline.scoring import importance_frame
 from engram_pipeline.settings import Settings
-from engram_pipeline.store.sql import in_list
 from engram_pipeline.visibility import VISIBLE_SQL, visible_expr
 
 if TYPE_CHECKING:
@@ -213,14 +212,15 @@ def _ltm_duplicates(
         return {}, {}
     wanted = candidates["id"]
     agents = sorted(set(candidates["agent_id"].to_list()))
-    not_yet = f" AND id NOT IN {in_list(not_ltm)}" if not_ltm else ""  # promoted by this very run
-    where = f"vector IS NOT NULL AND (tier = 'stm' OR ({VISIBLE_LTM}{not_yet}))"
+    where = f"vector IS NOT NULL AND (tier = 'stm' OR {VISIBLE_LTM})"
     dim = store.embedder.dimension
     threshold = store.settings.duplicate_threshold
     dup_id: dict[str, str] = {}
     dup_score: dict[str, float] = {}
     for start in range(0, len(agents), DUPLICATE_CHUNK):
         read = agent_frame(store, agents[start : start + DUPLICATE_CHUNK], ["id", "agent_id", "tier", "vector"], where)
+        # rows this very run promoted are no LTM duplicate (filtered here: the list can be long for a filter)
+        read = read.filter((pl.col("tier") == "stm") | ~pl.col("id").is_in(not_ltm))
         read = read.with_columns(pl.col("id").is_in(wanted).alias("query"), (pl.col("tier") == "ltm").alias("target"))
         for (_,), rows in read.filter(pl.col("query") | pl.col("target")).group_by("agent_id", maintain_order=True):
             queries, targets = rows.filter(pl.col("query")), rows.filter(pl.col("target"))

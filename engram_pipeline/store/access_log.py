@@ -33,7 +33,7 @@ from engram_pipeline.model import ACCESS_LOG_SCHEMA, Memory, rows_to_table, utcn
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
-from engram_pipeline.store.sql import eq, in_list
+from engram_pipeline.store.sql import eq, where_in
 
 
 @dataclass(frozen=True)
@@ -76,18 +76,17 @@ class AccessLog:
     def pending(self, agent_id: str | Sequence[str] | None = None, *, ids: Sequence[str] | None = None) -> pl.DataFrame:
         """Reads not yet folded (of one agent, of a sequence of them, or of all), summed per ``(id, version)``:
         columns ``id``, ``version``, ``times``, ``at``."""
-        conds = []
+        agents: list[str | None] = [None]
         if isinstance(agent_id, str):
-            conds.append(eq("agent_id", agent_id))
+            agents = [eq("agent_id", agent_id)]
         elif agent_id is not None:
-            if not agent_id:
-                return summed_reads(pl.DataFrame(schema=_LOG_FRAME))
-            conds.append(f"agent_id IN {in_list(list(agent_id))}")
-        if ids is not None:
-            if not ids:
-                return summed_reads(pl.DataFrame(schema=_LOG_FRAME))
-            conds.append(f"id IN {in_list(list(ids))}")
-        return summed_reads(self.entries(" AND ".join(conds) or None))
+            agents = list(where_in("agent_id", list(agent_id)))
+        rows: list[str | None] = [None] if ids is None else list(where_in("id", list(ids)))
+        if not agents or not rows:
+            return summed_reads(pl.DataFrame(schema=_LOG_FRAME))
+        # a long list of agents or ids is read in chunks (store/sql.py); a read is in at most one of them
+        parts = [self.entries(" AND ".join(c for c in (a, r) if c is not None) or None) for a in agents for r in rows]
+        return summed_reads(parts[0] if len(parts) == 1 else pl.concat(parts))
 
     def entries(self, where: str | None, *, with_agent: bool = False) -> pl.DataFrame:
         columns = [*_LOG_FRAME, "agent_id"] if with_agent else list(_LOG_FRAME)

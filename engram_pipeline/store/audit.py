@@ -6,6 +6,7 @@ Append-mostly, one commit per batch of events.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -67,8 +68,8 @@ class AuditLog:
 
     def drop(self, event_ids: Sequence[str]) -> None:
         """Remove write-ahead events whose change did not happen (the row moved before the commit)."""
-        if event_ids:
-            with_retry(lambda: self.table.delete(f"event_id IN {in_list(event_ids)}"))
+        for where in where_in("event_id", event_ids):
+            with_retry(functools.partial(self.table.delete, where))
             self.bound.wrote()
 
     def _image(self, value: Any) -> str | None:

@@ -413,8 +413,10 @@ class ShardedEngine:
         that commit)."""
         snapshot = self.db.open_table(self.shards[shard].name("memories"))
         snapshot.checkout(version)
-        rows = one_trip.read(snapshot, f"id IN {in_list(ids)} AND write_token = {lit(token)}", columns=["id"])
-        ids_written: list[str] = rows["id"].to_pylist()
+        ids_written: list[str] = []
+        for where in where_in("id", ids):
+            rows = one_trip.read(snapshot, f"{where} AND write_token = {lit(token)}", columns=["id"])
+            ids_written += rows["id"].to_pylist()
         return ids_written
 
     def ids_at(self, version: int, ids: Sequence[str], *, shard: int = 0) -> list[str]:

@@ -12,7 +12,7 @@ from engram_pipeline.model import LINK_SCHEMA, rows_to_table, utcnow
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
-from engram_pipeline.store.sql import eq, in_list, lit, where_in
+from engram_pipeline.store.sql import chunked, eq, in_list, lit, where_in
 
 Link = dict[str, Any]  # a row of LINK_SCHEMA
 
@@ -55,13 +55,14 @@ class Links:
     def of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:
         """The links from or to any of ``memory_ids`` (of relation ``rel`` if given)."""
         ids = list(memory_ids)
-        if not ids:
-            return []
-        where = f"(src_id IN {in_list(ids)} OR dst_id IN {in_list(ids)})"
-        if rel is not None:
-            where += f" AND rel = {lit(rel)}"
-        found: list[dict[str, Any]] = one_trip.read(self.table, where).to_pylist()
-        return found
+        found: dict[tuple[str, str, str], Link] = {}  # a link between two chunks is read twice
+        for part in chunked(ids):
+            where = f"(src_id IN {in_list(part)} OR dst_id IN {in_list(part)})"
+            if rel is not None:
+                where += f" AND rel = {lit(rel)}"
+            for link in one_trip.read(self.table, where).to_pylist():
+                found.setdefault((link["src_id"], link["dst_id"], link["rel"]), link)
+        return list(found.values())
 
     def for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
         """The links of ``agent_id``, or of every agent of a sequence (read in chunks of 1,000 agents)."""

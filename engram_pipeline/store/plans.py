@@ -13,7 +13,7 @@ from engram_pipeline.model import PLAN_SCHEMA, PlanRecord, PlanStatus, rows_to_t
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.maintenance import FragmentBound
 from engram_pipeline.store.retry import with_retry
-from engram_pipeline.store.sql import eq, in_list, lit, where_in
+from engram_pipeline.store.sql import eq, lit, where_in
 
 Plan = PlanRecord  # a row of PLAN_SCHEMA with ``body`` and ``result`` decoded (model.PlanRecord)
 
@@ -124,8 +124,13 @@ class Plans:
         if int(merged.num_updated_rows) == len(results):
             return set(results)
         # Some were not pending any more: which ones this commit closed, from what the plans hold now.
-        where = f"plan_id IN {in_list(list(results))} AND {eq('status', status)}"
-        now = one_trip.read(self.table, where, columns=["plan_id", "result"]).to_pylist()
+        now = [
+            row
+            for where in where_in("plan_id", list(results))
+            for row in one_trip.read(
+                self.table, f"{where} AND {eq('status', status)}", columns=["plan_id", "result"]
+            ).to_pylist()
+        ]
         return {r["plan_id"] for r in now if r["result"] == results[r["plan_id"]]}
 
 

@@ -49,12 +49,14 @@ IN_CHUNK = 1000
 T = TypeVar("T")
 
 
-def chunked(values: Sequence[T], chunk: int = IN_CHUNK) -> list[Sequence[T]]:
-    """``values`` in consecutive slices of at most ``chunk`` (none for no values)."""
-    return [values[i : i + chunk] for i in range(0, len(values), chunk)]
+def chunked(values: Sequence[T], chunk: int | None = None) -> list[Sequence[T]]:
+    """``values`` in consecutive slices of at most ``chunk`` (default :data:`IN_CHUNK`, read at the call, so a
+    test can make it small); none for no values."""
+    size = chunk or IN_CHUNK
+    return [values[i : i + size] for i in range(0, len(values), size)]
 
 
-def where_in(column: str, values: Sequence[str], *, chunk: int = IN_CHUNK) -> list[str]:
+def where_in(column: str, values: Sequence[str], *, chunk: int | None = None) -> list[str]:
     """``column IN (...)`` conditions that together cover ``values``, one per query (none for no values)."""
     return [f"{column} IN {in_list(part)}" for part in chunked(values, chunk)]
 

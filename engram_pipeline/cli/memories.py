@@ -216,8 +216,9 @@ def update(
     kind: Annotated[Kind | None, typer.Option(help=CHANGE["kind"])] = None,
     tier: Annotated[StoreTier | None, typer.Option(help=CHANGE["tier"])] = None,
     source: Annotated[Source | None, typer.Option(help=CHANGE["source"])] = None,
-    # NEW's note: a command line cannot send the null that clears an outcome
+    # NEW's note: a command line cannot send a null, so --clear-outcome is what clears one
     outcome: Annotated[Outcome | None, typer.Option(help=NEW["outcome"])] = None,
+    clear_outcome: Annotated[bool, typer.Option("--clear-outcome", help="clear the outcome (PATCH's null)")] = False,
     pinned: Annotated[bool | None, typer.Option("--pinned/--unpinned", help=CHANGE["pinned"])] = None,
     importance: Annotated[float | None, typer.Option(help=CHANGE["importance"])] = None,
     confidence: Annotated[float | None, typer.Option(help=CHANGE["confidence"])] = None,
@@ -241,6 +242,10 @@ def update(
         }.items()
         if v is not None
     }
+    if clear_outcome:
+        if outcome is not None:
+            raise ValueError("give --outcome or --clear-outcome, not both")
+        changes["outcome"] = None
     row = st.store.update(memory_id, expected_version=expected_version, actor="cli", **changes)
     if st.json:
         emit_json(row)

@@ -36,6 +36,12 @@ def test_remember_get_recall_update_delete_restore(cli) -> None:  # type: ignore
 
     updated = parse(cli("update", mid, "--expected-version", "1", "--importance", "0.8", json_=True))
     assert updated["version"] == 2 and updated["importance"] == 0.8
+    ended = parse(cli("update", mid, "--expected-version", "2", "--outcome", "success", json_=True))
+    assert ended["outcome"] == "success"
+    both = cli("update", mid, "--expected-version", "3", "--outcome", "failure", "--clear-outcome")
+    assert both.exit_code == 1 and "not both" in both.stderr
+    cleared = parse(cli("update", mid, "--expected-version", "3", "--clear-outcome", json_=True))
+    assert cleared["version"] == 4 and cleared["outcome"] is None
 
     assert cli("delete", mid).exit_code == 0
     gone = cli("get", mid)
@@ -142,9 +148,9 @@ def test_remember_and_update_take_the_records_fields() -> None:
         assert remember[name].default == (None if name == "tags" else default), name  # --tag: none given
     changes = record_fields(MemoryChanges)
     update = _options("update")
-    assert set(update) - {"expected_version"} == set(changes)
+    assert set(update) - {"expected_version", "clear_outcome"} == set(changes)
     for options, notes in ((remember, new), (update, changes)):
         for name, option in options.items():
             if name in notes and not (options is update and name == "outcome"):
                 assert option.help and option.help.startswith(str(notes[name][1])), name
-    assert update["outcome"].help == new["outcome"][1]  # the CLI cannot send the null that clears an outcome
+    assert update["outcome"].help == new["outcome"][1]  # the CLI sends no null: --clear-outcome clears one

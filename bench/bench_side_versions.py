@@ -68,7 +68,8 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}; appends: {args.appends}; {rules}")
     root = Path(tempfile.mkdtemp(prefix="engram-side-versions-"))
     stores = {"bounded": open_store(root, "bounded", "hashing"), "unbounded": open_store(root, "unbounded", "hashing")}
-    stores["unbounded"].shards[0].access_log.bound = _Unbounded(stores["unbounded"].shards[0].access_log.table)
+    unbounded = stores["unbounded"].engine.shards[0].access_log
+    unbounded.bound = _Unbounded(unbounded.table)
     # This loop appends far faster than a server's once a second: versions younger than VERSIONS_MIN_AGE (10 s)
     # would be thousands here against 10 there, so the clean-up keeps only the last KEEP_VERSIONS, as a
     # server's does.

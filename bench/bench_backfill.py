@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "assets"))  # the helpers that run Dagster's processes
 
+from results import Results  # noqa: E402
+
 PIPELINE_JOB = "full_pipeline_job"
 
 
@@ -64,6 +66,7 @@ def main() -> int:
     parser.add_argument("--embedder", default="hashing")
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
+    results = Results("backfill", args)
 
     with tempfile.TemporaryDirectory(prefix="bench_backfill_") as tmp:
         base = Path(tmp)
@@ -71,7 +74,9 @@ def main() -> int:
         start = time.perf_counter()
         agents = seed(uri, args.agents, args.embedder)
         shutil.copytree(uri, ref_uri)
-        print(f"seeded {len(agents)} agents ({args.embedder}) in {time.perf_counter() - start:.1f} s")
+        seeded = time.perf_counter() - start
+        print(f"seeded {len(agents)} agents ({args.embedder}) in {seeded:.1f} s")
+        results.add("seed", agents=len(agents), seconds=seeded)
 
         from dagster_procs import dagster_env, dagster_processes, make_dagster_home
 
@@ -105,6 +110,17 @@ def main() -> int:
         print(f"    {len(keys)} assets x {len(agents)} agents in {backfill_s:.1f} s end to end")
         if durations:
             print(f"    run duration median {statistics.median(durations):.1f} s, max {max(durations):.1f} s")
+        results.add(
+            "backfill",
+            status=status.value,
+            runs_succeeded=len(done),
+            runs=len(runs),
+            assets=len(keys),
+            agents=len(agents),
+            seconds=backfill_s,
+            run_median_s=statistics.median(durations) if durations else None,
+            run_max_s=max(durations) if durations else None,
+        )
 
         os.environ["ENGRAM_DB_URI"] = ref_uri
         from assets.resources import engram_resources
@@ -123,6 +139,14 @@ def main() -> int:
             f"backfill / reference: {backfill_s / reference_s:.2f}x "
             f"({backfill_s / len(agents):.2f} s vs {reference_s / len(agents):.2f} s per agent)"
         )
+        results.add(
+            "reference",
+            seconds=reference_s,
+            backfill_over_reference=backfill_s / reference_s,
+            backfill_s_per_agent=backfill_s / len(agents),
+            reference_s_per_agent=reference_s / len(agents),
+        )
+        results.save()
         return 0 if len(done) == len(runs) == len(agents) else 1
 
 

@@ -28,11 +28,14 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.lifecycle.confidence import (  # noqa: E402
     competition,
     decay_confidence,
@@ -113,7 +116,7 @@ def reference(frame: pa.Table, graph: pa.Table, sample: np.ndarray) -> tuple[flo
     return t_adj, time.perf_counter() - t, out
 
 
-def end_to_end(rows: int, degree: int, seed: int) -> tuple[float, object]:
+def end_to_end(rows: int, degree: int, seed: int) -> tuple[float, Any]:
     from engram_pipeline.settings import Settings
     from engram_pipeline.store import MemoryStore
 
@@ -147,13 +150,16 @@ def main() -> None:
     p.add_argument("--store-rows", type=int, default=20_000, help="0 skips the end-to-end run")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
+    results = Results("confidence_decay", a)
 
     t = time.perf_counter()
     frame, graph = corpus(a.n, a.degree, a.seed)
+    built = time.perf_counter() - t
     print(
         f"corpus: {a.n:,} rows, {graph.num_rows:,} edges (~{2 * graph.num_rows / a.n:.1f} neighbours/row), "
-        f"built in {time.perf_counter() - t:.1f}s"
+        f"built in {built:.1f}s"
     )
+    results.add("corpus", rows=a.n, edges=graph.num_rows, neighbours_per_row=2 * graph.num_rows / a.n, build_s=built)
 
     def plan():  # type: ignore[no-untyped-def]
         return plan_decay(frame, graph, now=NOW, rate=RATE, min_similarity=MIN_SIM, archive_floor=FLOOR)
@@ -174,6 +180,15 @@ def main() -> None:
         f"(id mapping {t_map:.3f}s, competition + decay {t_math:.3f}s); "
         f"{int(result.archive.sum()):,} would archive"
     )
+    results.add(
+        "plan_decay",
+        rows=a.n,
+        median_s=t_plan,
+        rows_per_s=rate_vec,
+        id_mapping_s=t_map,
+        competition_and_decay_s=t_math,
+        would_archive=int(result.archive.sum()),
+    )
 
     sample = np.random.default_rng(a.seed + 1).choice(a.n, size=min(a.sample, a.n), replace=False)
     adj_times, ref_times = [], []
@@ -193,6 +208,17 @@ def main() -> None:
         f"    ratio: vectorized is {rate_vec / rate_ref:,.1f}x the loop alone in rows/s; {total_ref / t_plan:,.1f}x "
         f"faster than the whole per-row pass extrapolated to {a.n:,} rows ({total_ref:.1f}s vs {t_plan:.1f}s)"
     )
+    results.add(
+        "per_row_loop",
+        sampled_rows=int(sample.size),
+        median_s=t_ref,
+        rows_per_s=rate_ref,
+        adjacency_s=t_adj,
+        max_difference=float(worst),
+        vectorized_over_loop_rows_per_s=rate_vec / rate_ref,
+        whole_pass_extrapolated_s=total_ref,
+        whole_pass_over_plan_decay=total_ref / t_plan,
+    )
 
     if a.store_rows:
         t_e2e, report = end_to_end(a.store_rows, a.degree, a.seed)
@@ -200,6 +226,17 @@ def main() -> None:
             f"(c) decay_confidence end to end on LanceDB, {a.store_rows:,} rows: {t_e2e:.2f}s = "
             f"{a.store_rows / t_e2e:,.0f} rows/s; {report}"
         )
+        results.add(
+            "end_to_end",
+            rows=a.store_rows,
+            seconds=t_e2e,
+            rows_per_s=a.store_rows / t_e2e,
+            decayed=report.decayed_count,
+            archived=report.archived_count,
+            skipped_concurrent_edit=report.skipped_concurrent_edit,
+            processed=report.processed,
+        )
+    results.save()
 
 
 if __name__ == "__main__":

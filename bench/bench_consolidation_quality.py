@@ -41,6 +41,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.consolidation import consolidate  # noqa: E402
 from engram_pipeline.lifecycle.contradictions import detect_contradictions  # noqa: E402
@@ -61,7 +63,7 @@ SESSIONS = ROOT / "bench" / "data" / "sessions" / "labelled.jsonl"
 SIZES = (32, 128, 256)  # sessions per conversation for the timing (the labelled corpus has 16)
 
 
-def sessions(settings: Settings, root: Path, *, repeats: int = 3) -> None:
+def sessions(settings: Settings, root: Path, results: Results, *, repeats: int = 3) -> None:
     """The figures of issue 34 on the labelled multi-session dialogues (see the module docstring)."""
     records = sc.load(SESSIONS)
     store = MemoryStore.open(str(root / "sessions"), settings=settings)
@@ -99,6 +101,24 @@ def sessions(settings: Settings, root: Path, *, repeats: int = 3) -> None:
             f" | procedures {report.procedures_created} ({covered} of {len(routines)} routines), schemas"
             f" {report.schemas_created}"
         )
+        results.add(
+            "sessions_conversations",
+            conversation=conv,
+            turns_stored=len(episodes),
+            largest_cluster_share=share,
+            beliefs_matched=b.matched,
+            beliefs_derived=b.derived,
+            recurring_facts_covered=b.covered,
+            recurring_facts=b.recurring,
+            false_flags=c.falsely_flagged,
+            false_flag_rate=c.false_rate,
+            changes_flagged=c.changes_flagged,
+            changes=c.changes,
+            procedures=report.procedures_created,
+            routines_covered=covered,
+            routines=len(routines),
+            schemas=report.schemas_created,
+        )
         for stage, why in sorted(report.none_qualified.items()):  # what the pass says when nothing qualified
             print(f"  {'':>12}   no {stage}: {why}")
         tb, tc = totals["b"], totals["c"]
@@ -131,7 +151,31 @@ def sessions(settings: Settings, root: Path, *, repeats: int = 3) -> None:
         f"  the same, a belief counting with the turns it was derived from: before {before_p:.3f}, after {after_p:.3f}"
         f" (ratio {after_p / before_p if before_p else 0:.3f})"
     )
-    timing(settings, root, convs, now, repeats=repeats)
+    results.add(
+        "sessions",
+        largest_cluster_share=totals["share"],
+        routines_covered=totals["routines_covered"],
+        routines=totals["routines"],
+        belief_precision=b.precision,
+        beliefs_matched=b.matched,
+        beliefs_derived=b.derived,
+        belief_coverage=b.coverage,
+        recurring_facts_covered=b.covered,
+        recurring_facts=b.recurring,
+        judge=judge,
+        false_flag_rate=c.false_rate,
+        false_flags=c.falsely_flagged,
+        turns=c.turns,
+        changes_flagged=c.changes_flagged,
+        changes=c.changes,
+        recall_at_10_before=before,
+        recall_at_10_after=after,
+        recall_at_10_ratio=after / before if before else 0,
+        provenance_recall_before=before_p,
+        provenance_recall_after=after_p,
+        provenance_recall_ratio=after_p / before_p if before_p else 0,
+    )
+    timing(settings, root, convs, now, results, repeats=repeats)
 
 
 def cold_caches() -> None:
@@ -143,7 +187,7 @@ def cold_caches() -> None:
                     value.cache_clear()
 
 
-def timing(settings: Settings, root: Path, convs: list[str], now: datetime, *, repeats: int) -> None:
+def timing(settings: Settings, root: Path, convs: list[str], now: datetime, results: Results, *, repeats: int) -> None:
     """CPU seconds (``time.process_time``, lancedb's threads included) of the passes at :data:`SIZES`, the median
     of ``repeats`` runs, each on a fresh copy of the imported store with cold caches (:func:`cold_caches`); the
     cost per stored turn as a ratio to the smallest size says whether a pass is linear in turns (x1.00) or not.
@@ -182,14 +226,25 @@ def timing(settings: Settings, root: Path, convs: list[str], now: datetime, *, r
             for stage, took in spent.items():
                 cpu[stage].append(took)
         parts = []
+        figures: dict[str, float] = {}
         for stage, runs in cpu.items():
             median = statistics.median(runs)
             cost = median / turns
             ratio = cost / per_turn.setdefault(stage, cost)
             parts.append(f"{stage} {median:.2f} CPU-s ({cost * 1000:.3f} ms per turn, x{ratio:.2f})")
+            key = stage.replace(" ", "_")
+            figures |= {f"{key}_cpu_s": median, f"{key}_ms_per_turn": cost * 1000, f"{key}_x_smallest": ratio}
         print(
             f"  CPU, {n_sessions} sessions per conversation ({turns} turns stored, {candidates} contradiction"
             f" candidate pairs), median of {repeats}: " + "; ".join(parts)
+        )
+        results.add(
+            "sessions_cpu",
+            sessions_per_conversation=n_sessions,
+            turns_stored=turns,
+            contradiction_candidate_pairs=candidates,
+            repeats=repeats,
+            **figures,
         )
 
 
@@ -200,11 +255,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=["all", "sessions"], default="all", help="sessions: the dialogue figures only")
     args = ap.parse_args()
+    results = Results("consolidation_quality", args)
     settings = Settings.from_env({"ENGRAM_EMBEDDER": args.embedder})
     root = Path(tempfile.mkdtemp(prefix="consolidation-quality-"))
     try:
-        sessions(settings, root, repeats=args.repeats)
+        sessions(settings, root, results, repeats=args.repeats)
         if args.only == "sessions":
+            results.save()
             return 0
         store = MemoryStore.open(str(root / "quality"), settings=settings)
         import_jsonl(store, cv.import_lines(), checks="exact")  # the episodes as given, as the reference was measured
@@ -217,9 +274,18 @@ def main() -> int:
             totals["b"] = [t + c for t, c in zip(totals["b"], b, strict=True)]
             totals["p"] = [t + c for t, c in zip(totals["p"], p, strict=True)]
             print(f"  {agent:>5} | {b[0]}/{b[1]}/{b[2]} | {p[0]}/{p[1]}/{p[2]}")
+            results.add(
+                "quality_agents",
+                agent=agent,
+                **{f"{kind}_{what}": n for kind, row in (("beliefs", b), ("procedures", p))
+                   for what, n in zip(("tp", "derived", "labelled"), row, strict=True)},
+            )  # fmt: skip
         for name, (tp, found, labelled) in (("beliefs", totals["b"]), ("procedures", totals["p"])):
             precision = tp / found if found else float("nan")
             print(f"  {name}: precision {precision:.3f}, recall {tp / labelled:.3f} ({tp} of {labelled} labels)")
+            results.add(
+                "quality", kind=name, precision=precision, recall=tp / labelled, tp=tp, derived=found, labelled=labelled
+            )
 
         per_copy = sum(len(v) for v in cv.EPISODES.values())
         copies = max(1, args.episodes // per_copy)
@@ -246,6 +312,18 @@ def main() -> int:
             f"(consolidation {run / parse:.0f}x the parser)"
         )
         print(f"  per agent ({per_copy / len(cv.EPISODES):.0f} episodes on average): {run / len(agents) * 1000:.0f} ms")
+        results.add(
+            "time",
+            episodes=len(lines),
+            agents=len(agents),
+            repeats=args.repeats,
+            consolidate_s_per_10k=run * scale,
+            claim_extraction_s_per_10k=parse * scale,
+            consolidation_over_parser=run / parse,
+            episodes_per_agent=per_copy / len(cv.EPISODES),
+            ms_per_agent=run / len(agents) * 1000,
+        )
+        results.save()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.judge import get_judge  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import pipeline_sweep  # noqa: E402
@@ -272,6 +274,7 @@ def main() -> int:
     ap.add_argument("--policies", default="signal,safe,seed")
     ap.add_argument("--seed", type=int, default=33)
     args = ap.parse_args()
+    recorded = Results("convergence", args)
     lines, truth = stream(args.agents, args.days, args.seed)
     agents = sorted({line["agent_id"] for day in lines for line in day})
     policies = args.policies.split(",")
@@ -317,7 +320,11 @@ def main() -> int:
                 f"| {p} | {day} | {m['visible']:,} / {m['total']:,} | {m['distinct']} | {m['per_fact']:.1f} | "
                 f"{m['chat']:,} / {m['chat_total']:,} | {m['recall10']:.3f} |"
             )
-    print(f"\n{time.perf_counter() - started:.0f} s")
+            recorded.add("policies", policy=p, day=day, **m)
+    took = time.perf_counter() - started
+    print(f"\n{took:.0f} s")
+    recorded.add("run", lines=sum(map(len, lines)), judge=judge.name, seconds=took)
+    recorded.save()
     return 0
 
 

@@ -36,6 +36,8 @@ import polars as pl
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.lifecycle.decay import decay_importance  # noqa: E402
 from engram_pipeline.scoring import importance_frame, importance_of  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
@@ -186,13 +188,16 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where to build the store (default: a temporary directory)")
     args = ap.parse_args()
     sample = args.ref_sample or min(20_000, max(1_000, args.rows // 40))
+    results = Results("decay", args)
 
     settings = Settings.from_env({"ENGRAM_EMBEDDER": "hashing"})
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         store = MemoryStore.open(str(Path(tmp) / "store"), settings=settings)
         t0 = time.perf_counter()
         build(store, args.rows)
-        print(f"build: {args.rows} rows in {time.perf_counter() - t0:.1f} s (not part of the timings)")
+        build_s = time.perf_counter() - t0
+        print(f"build: {args.rows} rows in {build_s:.1f} s (not part of the timings)")
+        results.add("build", rows=args.rows, seconds=build_s)
         built = store.engine.memories.version
 
         times = []
@@ -205,6 +210,16 @@ def main() -> None:
                 f"pass {run + 1}: {times[-1]:.1f} s  processed={report.processed} updated={report.updated} "
                 f"stale={report.stale} pruned={report.pruned} skipped={report.skipped_concurrent_edit} "
                 f"batches={report.cursor['batches']}"
+            )
+            results.add(
+                "passes",
+                seconds=times[-1],
+                processed=report.processed,
+                updated=report.updated,
+                stale=report.stale,
+                pruned=report.pruned,
+                skipped=report.skipped_concurrent_edit,
+                batches=report.cursor["batches"],
             )
         median = statistics.median(times)
         rate = args.rows / median
@@ -221,6 +236,17 @@ def main() -> None:
             f"-> {args.rows / ref_rate:,.0f} s extrapolated to {args.rows} rows"
         )
         print(f"ratio: {rate / ref_rate:,.1f}x   (target >= 50x; 1M target < 60 s on 2 cores)")
+        results.add("reference", rows=seen, writes=written, seconds=ref_t, rows_per_s=ref_rate, sample=sample)
+        results.add(
+            "decay_pass",
+            rows=args.rows,
+            repeats=len(times),
+            median_s=median,
+            rows_per_s=rate,
+            reference_extrapolated_s=args.rows / ref_rate,
+            ratio_to_reference=rate / ref_rate,
+        )
+    results.save()
 
 
 if __name__ == "__main__":

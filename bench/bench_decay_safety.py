@@ -31,6 +31,8 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.lifecycle.health import health  # noqa: E402
 from engram_pipeline.lifecycle.pipeline import run_pipeline  # noqa: E402
@@ -60,6 +62,7 @@ def main() -> int:
     ap.add_argument("--embedder", default="minilm", choices=["minilm", "hashing"])
     ap.add_argument("--policies", default="safe,seed")
     args = ap.parse_args()
+    results = Results("decay_safety", args)
 
     corpus = dialogue_corpus(agents=args.agents, sessions=args.sessions, turns_per_session=args.turns)
     agents = sorted({q.agent_id for q in corpus.questions})
@@ -70,13 +73,22 @@ def main() -> int:
         f"{sum(q.kind == 'restated' for q in corpus.questions)} restated, "
         f"{sum(q.kind == 'changed' for q in corpus.questions)} changed), embedder {args.embedder}"
     )
+    results.add(
+        "corpus",
+        agents=len(agents),
+        turns=len(corpus.turns),
+        questions=len(corpus.questions),
+        **{kind: sum(q.kind == kind for q in corpus.questions) for kind in ("once", "restated", "changed")},
+    )
     root = Path(tempfile.mkdtemp(prefix="decay-safety-"))
     try:
         base = Settings.from_env({"ENGRAM_EMBEDDER": args.embedder})
         pristine = root / "pristine"
         start = time.perf_counter()
         imported = import_jsonl(MemoryStore.open(str(pristine), settings=base), corpus.turns)
-        print(f"import: {imported.created} rows in {time.perf_counter() - start:.1f} s (exact repeats collapsed)\n")
+        took = time.perf_counter() - start
+        print(f"import: {imported.created} rows in {took:.1f} s (exact repeats collapsed)\n")
+        results.add("import", rows=imported.created, seconds=took)
         untouched = MemoryStore.open(str(pristine), settings=base)
         before = {d: evidence_recall(untouched, corpus.questions, now=corpus.end + timedelta(days=d), ks=KS)
                   for d in OFFSETS}  # fmt: skip
@@ -106,6 +118,16 @@ def main() -> int:
                     f"  {d:>5} |          {b[5]:.3f} {after[5]:.3f} |           {b[10]:.3f} {after[10]:.3f} |"
                     f"           {b[20]:.3f} {after[20]:.3f} | {ratio:16.3f} | {visible:>6}/{total:<6} | {seconds:8.1f}"
                 )
+                results.add(
+                    "recall",
+                    policy=policy,
+                    days=d,
+                    **{f"{when}_at_{k}": float(r[k]) for k in KS for when, r in (("before", b), ("after", after))},
+                    after_over_before_at_10=ratio,
+                    visible=visible,
+                    total=total,
+                    pipeline_s=seconds,
+                )
                 groups: dict[str, list[Question]] = {}
                 for q in corpus.questions:
                     groups.setdefault(bucket_of(q, created, now), []).append(q)
@@ -114,10 +136,20 @@ def main() -> int:
                     b10 = evidence_recall(untouched, qs, now=now, ks=(10,))[10]
                     a10 = evidence_recall(store, qs, now=now, ks=(10,))[10]
                     cells.append(f"{name} (n={len(qs)}): {b10:.3f} -> {a10:.3f}")
+                    results.add(
+                        "recall_at_10_by_evidence_age",
+                        policy=policy,
+                        days=d,
+                        age=name,
+                        questions=len(qs),
+                        before=float(b10),
+                        after=float(a10),
+                    )
                 per_bucket.append(f"  +{d}d recall@10 by evidence age: " + "; ".join(cells))
             print("\n".join(per_bucket) + "\n")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    results.save()
     return 0
 
 

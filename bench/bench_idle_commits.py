@@ -8,11 +8,14 @@ nothing to do. Every commit creates a table version, so the versions added are t
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+from results import Results  # bench/results.py
 
 from engram_pipeline.lifecycle import (
     consolidate,
@@ -49,6 +52,7 @@ def passes(store: MemoryStore, agent: str) -> dict[str, Callable[[Any], Any]]:
 
 
 def main() -> None:
+    results = Results("idle_commits", argparse.Namespace(check="--check" in sys.argv))
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore.open(f"{tmp}/store", settings=Settings().replace(embedder="hashing"))
         agent = "idle-agent"
@@ -65,7 +69,12 @@ def main() -> None:
             later = commits(store, lambda run=run: run(now + timedelta(minutes=5)))
             total += sum(same.values())
             print(f"{name:20s} {sum(same.values()):9d} {sum(later.values()):7d}  {later}")
+            results.add(
+                "passes", name=name, same_now=sum(same.values()), plus_5_min=sum(later.values()), tables_written=later
+            )
         print(f"{'all passes':20s} {total:9d}")
+        results.add("all_passes", same_now=total)
+        results.save()
         if "--check" in sys.argv and total:
             raise SystemExit(1)
 

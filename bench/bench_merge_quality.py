@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT / "training" / "pair_model"))
 
 import corpus  # noqa: E402
 from calibrate_thresholds import HELD_OUT_FILES, contradiction_set, embed_cached, load  # noqa: E402
+from results import Results  # noqa: E402
 
 from engram_pipeline import pair_model  # noqa: E402
 from engram_pipeline.embed import get_embedder, load_profile  # noqa: E402
@@ -232,13 +233,17 @@ def main() -> None:
     parser.add_argument("--band", type=float, default=0.85, help="merge threshold of the plain band to compare")
     parser.add_argument("--only", choices=("decisions", "scenario", "plan"), help="run one part")
     args = parser.parse_args()
+    results = Results("merge_quality", args)
 
     base = Settings.from_env({"ENGRAM_EMBEDDER": "minilm"})
     if args.only in (None, "decisions"):
-        decisions(base)
+        for name, figures in decisions(base).items():
+            results.add("decisions", judge=name, **figures)
     if args.only in (None, "scenario"):
-        scenario(base)
+        for name, figures in scenario(base).items():
+            results.add("scenario", judge=name, **figures)
     if args.only not in (None, "plan"):
+        results.save()
         return
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore.open(tmp, settings=base)
@@ -263,11 +268,20 @@ def main() -> None:
         }
         contradicting = [frozenset((cids[x], cids[y])) for x, y in zip(left, right, strict=True) if cids[x] != cids[y]]
         contra.update({p: 0.0 for p in contradicting})
-        print(f"embedded and inserted {len(ids) + len(cids)} sentences in {time.perf_counter() - started:.1f}s")
+        inserted = time.perf_counter() - started
+        print(f"embedded and inserted {len(ids) + len(cids)} sentences in {inserted:.1f}s")
         good = sum(1 for s in labels.values() if s >= MERGE_OK)
         good_pairs = [p for p, s in labels.items() if s >= MERGE_OK]
         print(
             f"sts: {len(labels)} labelled pairs ({good} with score >= {MERGE_OK}); contra: {len(contradicting)} pairs"
+        )
+        results.add(
+            "corpus",
+            sentences=len(ids) + len(cids),
+            insert_s=inserted,
+            sts_labelled_pairs=len(labels),
+            sts_good_pairs=good,
+            contra_pairs=len(contradicting),
         )
 
         bands = {
@@ -296,14 +310,36 @@ def main() -> None:
                     precision = f"{ok / (ok + bad):.3f}" if ok + bad else "-"
                     print(f"  {plan_name:<9} {agent:<7} {len(merges):>7} {ok:>6} {bad:>6} {other:>6} {precision:>9}"
                           f" {together / max(1, base_n):>12.1%}")  # fmt: skip
+                    results.add(
+                        "plans",
+                        band=name,
+                        plan=plan_name,
+                        set=agent,
+                        merges=len(merges),
+                        right=ok,
+                        wrong=bad,
+                        unlabelled=other,
+                        precision=ok / (ok + bad) if ok + bad else None,
+                        pairs_joined=together / max(1, base_n),
+                    )
                 print(f"  (plan of {report.scanned} rows: {took:.2f}s)")
+                results.add("plan_time", band=name, set=agent, rows=report.scanned, seconds=took)
         # End to end: apply the guarded plan at the profile band on the sts agent.
         store.engine.settings = profile
         plan = consolidate_corpus(store, "sts")
         t0 = time.perf_counter()
         applied = apply_corpus_merge(store, "sts", plan.plan_id)
+        took = time.perf_counter() - t0
         print(f"\napply (profile band, sts): {applied.merged} merged in {applied.clusters} clusters, "
-              f"{applied.skipped_concurrent_edit} skipped, {time.perf_counter() - t0:.2f}s")  # fmt: skip
+              f"{applied.skipped_concurrent_edit} skipped, {took:.2f}s")  # fmt: skip
+        results.add(
+            "apply",
+            merged=applied.merged,
+            clusters=applied.clusters,
+            skipped_concurrent_edit=applied.skipped_concurrent_edit,
+            seconds=took,
+        )
+    results.save()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_merge_plan import texts  # noqa: E402
 from bench_neighbour_graph import synthetic  # noqa: E402
+from results import Results  # noqa: E402
 
 from engram_pipeline.lifecycle.corpus_merge import apply_corpus_merge, consolidate_corpus  # noqa: E402
 from engram_pipeline.lifecycle.graph import agent_graph  # noqa: E402
@@ -41,6 +42,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    results = Results("merge_review", args)
 
     vectors, src, _ = synthetic(args.n, 384, topics=args.n // 100, dup_fraction=0.1, seed=args.seed)
     contents = texts(args.n, src, args.seed)
@@ -56,9 +58,11 @@ def main() -> None:
         graph = agent_graph(store, "big")
         plan, ref = cpu(consolidate_corpus, store, "big", graph=graph)
         print(f"{args.n} rows; plan: {plan.clusters} clusters, {plan.merged} members, {ref:.2f} CPU-s given the graph")
+        results.add("plan", rows=args.n, clusters=plan.clusters, members=plan.merged, cpu_s=ref)
         every = range(1, plan.clusters + 1)
         applied, took = cpu(apply_corpus_merge, store, "big", plan.plan_id, reject=every)
         print(f"apply rejecting all {len(applied.rejected)} clusters: {applied.merged} merged, {took:.2f} CPU-s")
+        results.add("apply_rejecting_all", rejected=len(applied.rejected), merged=applied.merged, cpu_s=took)
         again, vetoed = cpu(consolidate_corpus, store, "big", graph=graph)
         rejected = {frozenset(p) for c in plan.per_cluster for p in combinations(rows_of(c), 2)}
         proposed = {frozenset((c["canonical_id"], m["id"])) for c in again.per_cluster for m in c["members"]}
@@ -66,6 +70,14 @@ def main() -> None:
             f"plan with every pair of them vetoed: {again.clusters} clusters ({len(proposed & rejected)} pairs of a "
             f"rejected cluster), {vetoed:.2f} CPU-s ({vetoed / ref:.2f}x the plan before the rejections)"
         )
+        results.add(
+            "plan_vetoed",
+            clusters=again.clusters,
+            rejected_pairs_proposed=len(proposed & rejected),
+            cpu_s=vetoed,
+            ratio_to_plan=vetoed / ref,
+        )
+    results.save()
 
 
 def rows_of(cluster: dict) -> list[str]:  # type: ignore[type-arg]

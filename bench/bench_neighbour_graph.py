@@ -37,6 +37,7 @@ import pyarrow as pa
 import threadpoolctl
 from lancedb.index import IvfHnswSq
 from lancedb.query import LanceVectorQueryBuilder
+from results import Results  # bench/results.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 from engram_pipeline.similarity import neighbour_graph  # noqa: E402
@@ -155,6 +156,7 @@ def main() -> None:
     ap.add_argument("--skip-lance", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    results = Results("neighbour_graph", a)
 
     blas = [(i["internal_api"], i.get("architecture"), i["num_threads"]) for i in threadpoolctl.threadpool_info()]
     print(f"n={a.n} dim={a.dim} floor={a.floor} probes={a.probes} blas={blas}")
@@ -163,7 +165,9 @@ def main() -> None:
         a.n, a.dim, topics=a.topics or max(10, a.n // 100), dup_fraction=a.dup_fraction, seed=a.seed
     )
     ids = pa.array([str(i) for i in range(a.n)])
-    print(f"data: {time.perf_counter() - t:.1f} s, {x.nbytes / 2**20:.0f} MB")
+    data_s = time.perf_counter() - t
+    print(f"data: {data_s:.1f} s, {x.nbytes / 2**20:.0f} MB")
+    results.add("data", rows=a.n, dim=a.dim, seconds=data_s, mb=x.nbytes / 2**20)
     rng = np.random.default_rng(a.seed + 1)
 
     # (a) blocked graph
@@ -216,17 +220,47 @@ def main() -> None:
         print(f"{'  recall, full exact graph':<34}{recall_full:>12.4f}")
         print(f"{'exact graph, measured':<34}{exact_full:>12.2f}")
     print(f"{'exact, extrapolated':<34}{exact_extrapolated:>12.1f}  {len(sample)} rows took {t_sample:.2f} s")
+    results.add(
+        "blocked_graph",
+        median_s=blocked,
+        runs_s=[round(s, 4) for s in times],
+        pairs=table.num_rows,
+        recall_sampled_rows=recall_sample,
+        exact_pairs=int(truth.size),
+        sampled_rows=len(sample),
+        recall_planted_pairs=recall_planted,
+        planted_pairs=int(planted.size),
+        recall_full_exact_graph=recall_full,
+    )
+    results.add("exact", measured_s=exact_full, extrapolated_s=exact_extrapolated, sample_s=t_sample)
     for name, (med, mean, build, rec) in lance.items():
         per = f"p50 {med * 1e3:.1f} ms, mean {mean * 1e3:.1f} ms/query, k={a.lance_k}, build {build:.1f} s"
         if rec is not None:
             per += f", recall@k {rec:.3f}"
         print(f"{'lance per-row ' + name + ', extrap.':<34}{mean * a.n + build:>12.1f}  {per}")
+        results.add(
+            "lance_per_row",
+            method=name,
+            extrapolated_s=mean * a.n + build,
+            p50_ms=med * 1e3,
+            mean_ms=mean * 1e3,
+            k=a.lance_k,
+            build_s=build,
+            recall_at_k=rec,
+        )
     print()
     print(f"blocked vs exact (extrapolated): {exact_extrapolated / blocked:.1f}x faster")
     if exact_full is not None:
         print(f"blocked vs exact (measured):     {exact_full / blocked:.1f}x faster")
     for name, (_, mean, build, _) in lance.items():
         print(f"blocked vs lance per-row {name}: {(mean * a.n + build) / blocked:.1f}x faster")
+    results.add(
+        "blocked_faster",
+        than_exact_extrapolated=exact_extrapolated / blocked,
+        than_exact_measured=exact_full / blocked if exact_full is not None else None,
+        **{f"than_lance_{name}": (mean * a.n + build) / blocked for name, (_, mean, build, _) in lance.items()},
+    )
+    results.save()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from results import Results  # noqa: E402
+
 from assets.resources import shared_store  # noqa: E402
 from deploy.local_cluster import Cluster  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    results = Results("open_store", args)
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="engram-open-"))).start()
     try:
         for shards in args.shards:
@@ -50,8 +53,16 @@ def main() -> None:
                 f"shared_store first {first:.2f} s, then {', '.join(f'{s:.3f}' for s in kept)} s",
                 flush=True,
             )
+            results.add(
+                "opens",
+                shards=shards,
+                memory_store_open_s=[round(s, 4) for s in opened],
+                shared_store_first_s=first,
+                shared_store_kept_s=[round(s, 4) for s in kept],
+            )
     finally:
         cluster.stop()
+    results.save()
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from results import Results  # noqa: E402
+
 from engram_pipeline.lifecycle.corpus_merge import consolidate_corpus, plan_sweep  # noqa: E402
 from engram_pipeline.lifecycle.health import health, health_sweep  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
@@ -96,6 +98,7 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=200)
     parser.add_argument("--memories", type=int, default=50)
     args = parser.parse_args()
+    results = Results("plan_sweep", args)
     print(f"load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; 1 shard; hashing embedder")
     agents = [f"agent-{n:05d}" for n in range(args.agents)]
     with tempfile.TemporaryDirectory(prefix="bench_plan_sweep_") as tmp:
@@ -126,8 +129,22 @@ def main() -> int:
                 f"{run:<14} {s_seconds / n * 1000:>15.1f} {s_commits:>8} {l_seconds / n * 1000:>14.1f} "
                 f"{l_commits:>8} {l_seconds / s_seconds:>10.1f}x"
             )
+            results.add(
+                "runs",
+                run=run,
+                agents=n,
+                memories=args.memories,
+                sweep_ms_per_agent=s_seconds / n * 1000,
+                sweep_commits=s_commits,
+                loop_ms_per_agent=l_seconds / n * 1000,
+                loop_commits=l_commits,
+                loop_over_sweep=l_seconds / s_seconds,
+            )
         clusters = sum(r.clusters for r in got[0].values())
-        print(f"clusters planned: {clusters} over {sum(r.plan_id is not None for r in got[0].values())} agents")
+        planned = sum(r.plan_id is not None for r in got[0].values())
+        print(f"clusters planned: {clusters} over {planned} agents")
+        results.add("clusters_planned", clusters=clusters, agents=planned)
+    results.save()
     return 0
 
 

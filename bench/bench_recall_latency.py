@@ -42,6 +42,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from results import Results  # bench/results.py
 
 from engram_pipeline.model import rows_to_table, utcnow
 from engram_pipeline.settings import Settings
@@ -299,6 +300,12 @@ def main() -> None:
         if args.minilm:
             out["minilm_query_embedding"] = minilm_query_cost(50)
         print(json.dumps(out, indent=2))
+        results = Results("recall_latency", args)  # the printed JSON's objects as sections, its plain values as "run"
+        results.add("run", **{k: v for k, v in out.items() if not isinstance(v, dict)})
+        for section, figures in out.items():
+            if isinstance(figures, dict):
+                results.add(section, **figures)
+        results.save()
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import Results  # noqa: E402
+
 from engram_pipeline.settings import Settings  # noqa: E402
 from engram_pipeline.store import MemoryStore  # noqa: E402
 from engram_pipeline.store.sharding import shard_of  # noqa: E402
@@ -120,27 +122,35 @@ def main() -> None:
         uri, agent, shards, seconds, go = args.worker
         worker(uri, agent, int(shards), float(seconds), go)
         return
+    results = Results("shards", args)
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print(f"cores: {os.cpu_count()}; writers: {args.writers}; {args.seconds:.0f} s per shard count\n")
-    results = []
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for shards in args.shards:
             uri = os.path.join(tmp, f"store-{shards}")
             r = run_writers(uri, shards, args.writers, args.seconds)
             r["open_ms"] = open_cost(uri, shards, args.opens)
-            results.append(r)
-    ref = results[0]
+            runs.append(r)
+    ref = runs[0]
     print(
         f"{'shards':>6} {'tables':>6} {'written':>7} {'commits/s':>10} {'x 1 shard':>9} {'open ms':>8} {'x 1 shard':>9}"
     )
-    for r in results:
+    for r in runs:
         print(
             f"{r['shards']:>6} {r['tables']:>6} {r['tables_written']:>7} {r['commits_per_s']:>10.1f} "
             f"{r['commits_per_s'] / ref['commits_per_s']:>9.2f} {r['open_ms']:>8.1f} "
             f"{r['open_ms'] / ref['open_ms']:>9.2f}"
         )
+        results.add(
+            "shards",
+            **r,
+            commits_per_s_x_1_shard=r["commits_per_s"] / ref["commits_per_s"],
+            open_ms_x_1_shard=r["open_ms"] / ref["open_ms"],
+        )
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print(json.dumps(results))
+    print(json.dumps(runs))
+    results.save()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_store import open_store  # noqa: E402
+from results import Results  # noqa: E402
 
 from engram_pipeline.store import (
     MemoryStore,  # noqa: E402
@@ -63,12 +64,14 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=0, help="appends between checkpoints (default: a fifth)")
     args = parser.parse_args()
     every = args.every or max(1, args.appends // 5)
+    results = Results("side_versions", args)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     rules = f"CLEAN_EVERY {versions.CLEAN_EVERY}, KEEP_VERSIONS {versions.KEEP_VERSIONS}"
     print(f"cores: {os.cpu_count()}; appends: {args.appends}; {rules}")
     root = Path(tempfile.mkdtemp(prefix="engram-side-versions-"))
     stores = {"bounded": open_store(root, "bounded", "hashing"), "unbounded": open_store(root, "unbounded", "hashing")}
-    stores["unbounded"].shards[0].access_log.bound = _Unbounded(stores["unbounded"].shards[0].access_log.table)
+    unbounded = stores["unbounded"].engine.shards[0].access_log
+    unbounded.bound = _Unbounded(unbounded.table)
     # This loop appends far faster than a server's once a second: versions younger than VERSIONS_MIN_AGE (10 s)
     # would be thousands here against 10 there, so the clean-up keeps only the last KEEP_VERSIONS, as a
     # server's does.
@@ -89,8 +92,19 @@ def main() -> int:
                 print(
                     f"{n:>8} {name:>10} {p50[name][0] * 1e3:>14.2f} {p50[name][1] * 1e3:>12.2f} {frags:>10} {kept:>9}"
                 )
+                results.add(
+                    "checkpoints",
+                    appends=n,
+                    store=name,
+                    append_p50_ms=p50[name][0] * 1e3,
+                    read_p50_ms=p50[name][1] * 1e3,
+                    fragments=frags,
+                    versions=kept,
+                )
             ratio = [p50["bounded"][k] / p50["unbounded"][k] for k in (0, 1)]
             print(f"{'':>8} {'ratio':>10} {ratio[0]:>13.2f}x {ratio[1]:>11.2f}x", flush=True)
+            results.add("ratios", appends=n, append_p50=ratio[0], read_p50=ratio[1])  # bounded / unbounded
+    results.save()
     return 0
 
 

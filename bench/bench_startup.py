@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from results import Results  # bench/results.py
+
 BIN = Path(sys.executable).parent
 ENGRAM = str(BIN / "engram")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -195,7 +197,7 @@ def measure(embedder: str, repeats: int, tmp: Path) -> dict[str, list[tuple[floa
     return out
 
 
-def report(embedder: str, runs: dict[str, list[tuple[float, float]]]) -> None:
+def report(embedder: str, runs: dict[str, list[tuple[float, float]]], results: Results) -> None:
     med = {name: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for name, r in runs.items()}
     ref_pass, ref_pkg = med["ref: python -c pass"], med["ref: import engram_pipeline"]
     print(f"\nENGRAM_EMBEDDER={embedder}, medians of {len(next(iter(runs.values())))} runs")
@@ -208,6 +210,16 @@ def report(embedder: str, runs: dict[str, list[tuple[float, float]]]) -> None:
             f"{name:<36} {wall:>8.2f} {cpu:>7.2f} "
             + " ".join(f"{r:>{w}.1f}x" for r, w in zip(ratios, (9, 8, 8, 7), strict=True))
         )
+        names = ("wall_over_pass", "cpu_over_pass", "wall_over_pkg", "cpu_over_pkg")
+        results.add(
+            "medians",
+            embedder=embedder,
+            case=name,
+            runs=len(runs[name]),
+            wall_s=wall,
+            cpu_s=cpu,
+            **dict(zip(names, ratios, strict=True)),
+        )
 
 
 def main() -> int:
@@ -215,11 +227,15 @@ def main() -> int:
     parser.add_argument("--embedders", nargs="+", default=["minilm", "hashing"], choices=["minilm", "hashing"])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    results = Results("startup", args)
+    load = os.getloadavg()[0]
+    print(f"load average at start: {load:.1f} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         for embedder in args.embedders:
-            report(embedder, measure(embedder, args.repeats, Path(tmp)))
+            report(embedder, measure(embedder, args.repeats, Path(tmp)), results)
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
+    results.add("load_average", start=load, end=os.getloadavg()[0])
+    results.save()
     return 0
 
 

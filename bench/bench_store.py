@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from results import Results  # bench/results.py
 
 from engram_pipeline.importer import import_jsonl  # noqa: E402
 from engram_pipeline.settings import Settings  # noqa: E402
@@ -145,6 +146,7 @@ def main() -> None:
     ap.add_argument("--minilm-single", type=int, default=50, help="single remember calls with minilm")
     ap.add_argument("--batch-size", type=int, default=1000)
     args = ap.parse_args()
+    results = Results("store", args)
     root = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     try:
         print(f"cores: {os.cpu_count()}; store under {root}", file=sys.stderr)
@@ -163,15 +165,28 @@ def main() -> None:
                 f"{name:<9} {w['embed rows/s']:>10.0f}/s {w['remember rows/s']:>10.1f}/s {w['import rows/s']:>10.0f}/s "
                 f"{w['import rows/s'] / w['remember rows/s']:>15.1f}x {w['import rows/s'] / w['embed rows/s']:>12.2f}x"
             )
+            results.add(
+                "remember_throughput",
+                embedder=name,
+                embed_rows_per_s=w["embed rows/s"],
+                remember_rows_per_s=w["remember rows/s"],
+                remember_p50_ms=w["remember p50 ms"],
+                import_rows_per_s=w["import rows/s"],
+                import_over_remember=w["import rows/s"] / w["remember rows/s"],
+                import_over_embed=w["import rows/s"] / w["embed rows/s"],
+            )
         if "minilm" in writes:
             q = open_store(root, "writes-minilm", "minilm")
             per_query = latencies(lambda i: q.engine.embed([f"query number {i}"]), 30)
             print(f"minilm query embedding: p50 {1000 * statistics.median(per_query):.1f} ms (adds to a minilm recall)")
+            results.add("minilm_query_embedding", p50_ms=1000 * statistics.median(per_query))
         print(f"\nrecall latency, one agent among {args.agents}, k=10 (ms)")
         print(f"{'store':<30} {'p50':>8} {'p95':>8}")
         for size in (int(s) for s in args.sizes.split(",")):
             for label, p50, p95 in bench_recall(root, size, args.agents, args.queries, args.batch_size):
                 print(f"{label:<30} {p50:>8.1f} {p95:>8.1f}")
+                results.add("recall_latency", rows=size, agents=args.agents, store=label, p50_ms=p50, p95_ms=p95)
+        results.save()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

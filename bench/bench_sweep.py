@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from results import Results  # noqa: E402
+
 from engram_pipeline.lifecycle.decay import decay_importance  # noqa: E402
 from engram_pipeline.lifecycle.promotion import promote_stm  # noqa: E402
 from engram_pipeline.lifecycle.sweep import sweep  # noqa: E402
@@ -136,12 +138,15 @@ def main() -> None:
     parser.add_argument("--loop-repeats", type=int, default=1)
     parser.add_argument("--passes", nargs="+", choices=list(PER_AGENT), default=list(PER_AGENT))
     args = parser.parse_args()
+    results = Results("sweep", args)
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
         t = time.perf_counter()
         agents = build(str(root / "base"), args.agents, args.memories)
         rows = args.agents * args.memories
-        print(f"built {args.agents} agents x {args.memories} memories ({rows} rows) in {time.perf_counter() - t:.0f} s")
+        built = time.perf_counter() - t
+        print(f"built {args.agents} agents x {args.memories} memories ({rows} rows) in {built:.0f} s")
+        results.add("build", agents=args.agents, memories=args.memories, rows=rows, seconds=built)
         for name in args.passes:
             per_agent = PER_AGENT[name]
             swept: list[tuple[float, dict[str, int]]] = []
@@ -173,6 +178,25 @@ def main() -> None:
             print(f"  commits: sweep {sum(cs.values())} ({cs['memories']} of memories, {cs['cursors']} of cursors) vs "
                   f"loop {sum(cl.values())} ({cl['memories']} of memories, {cl['cursors']} of cursors): "
                   f"{sum(cl.values()) / max(1, sum(cs.values())):.0f}x fewer")  # fmt: skip
+            results.add(
+                "passes",
+                name=name,
+                sweep_median_s=ts,
+                loop_median_s=tl,
+                sweep_runs=len(swept),
+                loop_runs=len(looped),
+                loop_over_sweep=tl / ts,
+                sweep_rows_per_s=rows / ts,
+                loop_rows_per_s=rows / tl,
+                sweep_commits=sum(cs.values()),
+                sweep_memories_commits=cs["memories"],
+                sweep_cursors_commits=cs["cursors"],
+                loop_commits=sum(cl.values()),
+                loop_memories_commits=cl["memories"],
+                loop_cursors_commits=cl["cursors"],
+                fewer_commits=sum(cl.values()) / max(1, sum(cs.values())),
+            )
+        results.save()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,9 +1,10 @@
 """bench/results.py: a benchmark's figures land as one JSON line per run, with the commit and the arguments, and
-the last runs print back."""
+the last runs print back; every ``bench/bench_*.py`` saves its figures so, from its main."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -40,3 +41,28 @@ def test_each_run_is_one_line_with_its_commit_arguments_and_figures(
         env={"ENGRAM_BENCH_RESULTS": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert shown.returncode == 0 and json.loads(shown.stdout)["figures"]["single"][0]["p50_ms"] == 6.0
+
+
+BENCHMARKS = sorted((ROOT / "bench").glob("bench_*.py"))
+
+
+def _calls(tree: ast.Module) -> tuple[list[ast.Call], list[ast.Call]]:
+    """The calls made inside a function (what runs when ``main`` does) and those made at import time (what runs
+    when another script imports this one for a helper)."""
+    inside = {id(n): n for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) for n in ast.walk(fn)}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return [c for c in calls if id(c) in inside], [c for c in calls if id(c) not in inside]
+
+
+@pytest.mark.parametrize("script", BENCHMARKS, ids=lambda path: path.stem)
+def test_every_benchmark_saves_its_figures_from_its_main(script: Path) -> None:
+    name = script.stem.removeprefix("bench_")
+    inside, at_import = _calls(ast.parse(script.read_text(encoding="utf-8")))
+
+    def named(calls: list[ast.Call], fn: str) -> list[ast.Call]:
+        return [c for c in calls if fn in (getattr(c.func, "id", None), getattr(c.func, "attr", None))]
+
+    made = [c.args[0].value for c in named(inside, "Results") if c.args and isinstance(c.args[0], ast.Constant)]
+    assert made == [name], f"{script.name} should collect its figures in one Results({name!r})"
+    assert [c for c in named(inside, "save") if not c.args], f"{script.name} should save its figures at its end"
+    assert not named(at_import, "Results") + named(at_import, "save"), f"{script.name} saves when imported"

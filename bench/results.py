@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -43,8 +44,8 @@ class Results:
 
     def add(self, section: str, **figures: Any) -> None:
         """Record ``figures`` under ``section`` (a section given twice keeps a list of its records); floats are
-        kept to 4 decimals."""
-        figures = {k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()}
+        kept to 4 decimals, and a NaN or an infinity (a ratio of nothing) is null, so each line is strict JSON."""
+        figures = {k: _number(v) for k, v in figures.items()}
         if section in self.sections:
             held = self.sections[section]
             self.sections[section] = [*held, figures] if isinstance(held, list) else [held, figures]
@@ -68,9 +69,20 @@ class Results:
         path = folder() / f"{self.script}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+            out.write(json.dumps(record, default=str, allow_nan=False) + "\n")
         print(f"figures appended to {path}", file=sys.stderr)
         return path
+
+
+def _number(value: Any) -> Any:
+    """``value`` with every float (in lists and dicts too) kept to 4 decimals, and NaN or an infinity as None."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _number(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_number(v) for v in value]
+    return value
 
 
 def main() -> int:

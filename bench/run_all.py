@@ -60,7 +60,13 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "side_versions": (["--appends", "1000"], []),
     "convergence": (["--agents", "1", "--every", "7"], []),
     "startup": (["--repeats", "3"], ["--repeats", "5"]),
+    "idle_commits": ([], []),
+    "sweep": (["--agents", "100", "--memories", "50", "--repeats", "1"], []),
+    "store_verbs": (["--rows", "2000", "--calls", "100", "--repeats", "1"], []),
+    "merge_plan": (["--n", "10000"], []),
 }
+# Started by hand beside the local cluster (docs/deploy.md), so not run here: they need Postgres, Redis and Ceph.
+NEEDS_CLUSTER = ("open_store", "object_requests", "distributed")
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ def test_each_run_is_one_line_with_its_commit_arguments_and_figures(
         run = Results("demo", argparse.Namespace(rows=1000))
         run.add("single", rows=1000, p50_ms=p50)
         run.add("single", rows=100000, p50_ms=p50 * 2)
+        run.add("ratio", of_nothing=float("nan"), nested={"runs": [float("nan"), 1 / 3]})
         run.save()
     lines = [json.loads(x) for x in (tmp_path / "demo.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 2
@@ -34,6 +35,7 @@ def test_each_run_is_one_line_with_its_commit_arguments_and_figures(
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     assert first["commit"] == head.stdout.strip() and first["args"] == {"rows": 1000}
     assert first["figures"]["single"] == [{"rows": 1000, "p50_ms": 5.1235}, {"rows": 100000, "p50_ms": 10.2469}]
+    assert first["figures"]["ratio"] == {"of_nothing": None, "nested": {"runs": [None, 0.3333]}}  # strict JSON
     shown = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "results.py"), "demo", "--last", "1"],
         capture_output=True,
@@ -66,3 +68,13 @@ def test_every_benchmark_saves_its_figures_from_its_main(script: Path) -> None:
     assert made == [name], f"{script.name} should collect its figures in one Results({name!r})"
     assert [c for c in named(inside, "save") if not c.args], f"{script.name} should save its figures at its end"
     assert not named(at_import, "Results") + named(at_import, "save"), f"{script.name} saves when imported"
+
+
+def test_make_bench_runs_every_benchmark_but_those_needing_the_cluster() -> None:
+    """``make bench`` (bench/run_all.py) is every ``bench/bench_*.py`` at quick sizes, apart from the ones it names
+    as needing the local cluster."""
+    import run_all  # bench/run_all.py
+
+    scripts = {p.stem.removeprefix("bench_") for p in (ROOT / "bench").glob("bench_*.py")}
+    assert set(run_all.BENCHES).isdisjoint(run_all.NEEDS_CLUSTER)
+    assert set(run_all.BENCHES) | set(run_all.NEEDS_CLUSTER) == scripts

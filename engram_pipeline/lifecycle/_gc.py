@@ -2,14 +2,11 @@
 
 A shard's sweep allocates millions of small objects that live for the whole run (per-text caches, frames'
 Python values, the plans it decides), and CPython's default first-generation threshold (700 allocations)
-then runs a collection every few hundred microseconds, each walking young objects that are all still alive.
-Measured with ``bench/profile_sweep.py --agents 1000`` (one shard of 1,000 agents x 100 memories): 3,893
-collections took 6.7 s of a 33.7 s sweep; at a threshold of 50,000, 48 collections took 1.5 s and the sweep
-28.8 s, peak memory +60 MiB. A checked import (:func:`engram_pipeline.importer.import_jsonl`) is the same
-case: at the default threshold 11 full collections took 3.2 of 14.5 s of a 20,000-row import
-(``bench/bench_write_path.py --only bulk``), at this one none. Neither makes reference cycles it relies on the
-collector to free, and the threshold is raised only while one runs: :func:`fewer_collections` is re-entrant
-and thread-safe (the first caller in raises it, the last one out restores what was there).
+then runs a collection every few hundred microseconds, each walking young objects that are all still alive
+(about a fifth of a sweep's time; a checked import, :func:`engram_pipeline.importer.import_jsonl`, is the same
+case: the figures are in ``docs/scale.md``). Neither makes reference cycles it relies on the collector to
+free, and the threshold is raised only while one runs: :func:`fewer_collections` is re-entrant and thread-safe
+(the first caller in raises it, the last one out restores what was there).
 """
 
 from __future__ import annotations

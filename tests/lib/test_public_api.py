@@ -136,6 +136,24 @@ def test_the_surface_names_every_store_verb_with_its_signature() -> None:
     assert "exception RestoreDuplicate(NothingToRestore)" in text
 
 
+def test_each_facade_verb_takes_what_the_engine_verb_takes() -> None:
+    """``MemoryStore`` writes its verbs' signatures out; each must take the parameters of the engine's verb it
+    calls, with the same kinds and defaults, so that a keyword added to the engine (or to the module function it
+    binds) is not missing from the public verb (mypy catches a removed one, not a missing one)."""
+    import inspect
+
+    from engram_pipeline.store import MemoryStore
+    from engram_pipeline.store.core import ShardedEngine
+
+    verbs = [n for n, v in vars(MemoryStore).items() if callable(v) and not n.startswith("_") and n != "open"]
+    assert {"remember", "remember_async", "recall", "update", "maintain"} <= set(verbs)
+    for name in verbs:
+        facade = inspect.signature(getattr(MemoryStore, name)).parameters
+        engine = inspect.signature(getattr(ShardedEngine, name)).parameters
+        want = [(p.name, p.kind, p.default) for p in engine.values() if p.name not in ("self", "store")]
+        assert [(p.name, p.kind, p.default) for p in facade.values() if p.name != "self"] == want, name
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     page = LIBRARY_DOC.read_text(encoding="utf-8")
     head, rest = page.split(BEGIN, 1)

@@ -26,11 +26,9 @@ from engram_pipeline.store.access_log import AccessLog
 from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
 from engram_pipeline.store.cursors import Cursors
-from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.links import Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.plans import Plans
-from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.retry import with_retry
 
 SIDE_SCHEMAS: dict[str, pa.Schema] = {
@@ -45,7 +43,7 @@ SIDE_SCHEMAS: dict[str, pa.Schema] = {
 # ``memories`` is created with stable row ids: Lance then keeps, per row, the table version that created it
 # and the last that changed it (``_row_created_at_version``, ``_row_last_updated_at_version``), through
 # compaction too, so the write cache can read only what changed since its views' version
-# (:mod:`engram_pipeline.store.write_cache`). A table made without them reads 1 for both on every row, and
+# (:mod:`engram_pipeline.store.write.cache`). A table made without them reads 1 for both on every row, and
 # the option cannot be turned on for a table that exists (an overwrite keeps the table's row ids), so a
 # table made with it says so in its schema's metadata (:data:`ROW_VERSIONS`).
 MEMORIES_OPTIONS = {"new_table_enable_stable_row_ids": "true"}
@@ -105,8 +103,6 @@ def schemas(memory_schema: pa.Schema) -> dict[str, pa.Schema]:
 
 class Shard:
     """Shard ``index`` of a store of ``count`` shards: its ``memories`` table and side-table collaborators."""
-
-    write_group: GroupCommit[Any, RememberResult]  # set by the store: the group commit of this shard's remembers
 
     def __init__(self, db: Any, index: int, count: int, memory_schema: pa.Schema) -> None:
         self.index = index

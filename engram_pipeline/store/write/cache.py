@@ -8,12 +8,12 @@ write path touched is kept as what those reads need: per row its :data:`COLUMNS`
 whether it is visible, with a map from content hash to rows.
 
 **Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
-the table's latest version is still that one (one version check per batch: :meth:`.appends.Appends.latest`).
+the table's latest version is still that one (one version check per batch: :meth:`Appends.latest`).
 The label is always the version read *before* the rows, so a view can hold newer rows than its label says,
 never older ones. The write path's own appends keep the views fresh without a read: when nothing but
 commits that change no row (the store's own compactions and index steps, recorded by
-:meth:`.appends.Appends.held_back`) came between the version the batch checked against and the append's commit
-(:func:`engram_pipeline.store.write_path.append_new` tests that), the views at the checked version plus the
+:meth:`Appends.held_back`) came between the version the batch checked against and the append's commit
+(:func:`.insert.append_new` tests that), the views at the checked version plus the
 appended rows are the table at the new version. After such a compaction the next batch moves every view of
 the shard over its versions without reading (:func:`_pass_over`). Any other commit (another process, a pass,
 a collapse in this process) moves the version, and the view is brought up to date before use:
@@ -62,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.store import one_trip
+from engram_pipeline.store.engine import Engine
 from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT, Shard
 from engram_pipeline.store.sql import eq, in_list, where_in
 from engram_pipeline.visibility import is_visible
@@ -74,10 +75,18 @@ if TYPE_CHECKING:
 
 class _Host(Protocol):
     """What the cache reads of the store that holds it (the embedder's dimension, each shard's table and
-    appends); narrower than :class:`~.engine.Engine`, which holds the cache."""
+    appends); narrower than :class:`~engram_pipeline.store.engine.Engine`, which holds the cache."""
 
     embedder: Embedder
     shards: tuple[Shard, ...]
+
+
+class Writer(Engine, Protocol):
+    """The engine as the write path uses it: an :class:`~engram_pipeline.store.engine.Engine` that holds a
+    :class:`WriteCache`. The cache is not a member of ``Engine`` itself: the store's other modules import that
+    protocol and know nothing of the write path (the ``acyclic`` contract in ``pyproject.toml``)."""
+
+    write_cache: WriteCache
 
 
 log = logging.getLogger(__name__)
@@ -401,7 +410,7 @@ class WriteCache:
         whole: Sequence[Memory | None] = (),
     ) -> None:
         """The write path appended ``rows`` to ``shard`` in commit ``committed``, after ``checked`` and commits
-        that changed no row (the caller knows: :meth:`.appends.Appends.unchanged`): the views at ``checked`` are
+        that changed no row (the caller knows: :meth:`Appends.unchanged`): the views at ``checked`` are
         the table at ``committed`` once the rows are added. Views at another version are left as they are (they
         will be brought up to date when used). ``whole`` holds the rows as a read returns them, where known (kept
         for :meth:`AgentView.whole`)."""
@@ -465,7 +474,7 @@ class WriteCache:
 
 def _pass_over(appends: Appends, views: Iterable[AgentView], version: int) -> None:
     """Move each of ``views`` (a shard's) to ``version`` where every commit since its own changed no row (the
-    store's own compactions and index steps: :meth:`.appends.Appends.unchanged`), without reading anything:
+    store's own compactions and index steps: :meth:`Appends.unchanged`), without reading anything:
     all of them, so that the appends that follow keep them all current (one version looked at per distinct
     version the views are at)."""
     behind: dict[int, list[AgentView]] = {}

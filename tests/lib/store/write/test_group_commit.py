@@ -24,13 +24,14 @@ from lance.dataset import DatasetOptimizer, LanceDataset
 from engram_pipeline.model import Memory, loads_metadata
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from engram_pipeline.store import self_compaction as sc
 from engram_pipeline.store import versions as version_rules
-from engram_pipeline.store import write_path as wp
 from engram_pipeline.store.errors import VersionConflict
-from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.results import RememberResult
-from engram_pipeline.store.self_compaction import MAX_FRAGMENTS, compactions, fragments, wait_idle
+from engram_pipeline.store.write import batch as write_batch
+from engram_pipeline.store.write import collapse as write_collapse
+from engram_pipeline.store.write import compaction as sc
+from engram_pipeline.store.write.commit import GroupCommit
+from engram_pipeline.store.write.compaction import MAX_FRAGMENTS, compactions, fragments, wait_idle
 from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
 
@@ -38,7 +39,7 @@ def open_store(tmp_path: Path, settings: Settings) -> MemoryStore:
     return MemoryStore.open(str(tmp_path / "store"), settings=settings.replace(**THRESHOLDS))
 
 
-def row(store: MemoryStore, content: str, vector: list[float], agent: str = "a") -> wp.Item:
+def row(store: MemoryStore, content: str, vector: list[float], agent: str = "a") -> write_batch.Item:
     r = store.engine.new_row(agent, content)
     r["vector"] = vector
     return (r, "test")
@@ -191,7 +192,7 @@ def test_identical_rows_in_one_batch_make_one_row(tmp_path: Path, settings: Sett
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM)).tolist()
     items = [row(store, "The deploy key rotates monthly", base), row(store, "the DEPLOY key rotates  monthly", base)]
-    first, second = wp.remember_batch(store.engine, items)
+    first, second = write_batch.remember_batch(store.engine, items)
     assert not isinstance(first, BaseException) and not isinstance(second, BaseException)
     assert (first.outcome, second.outcome) == ("created", "exact_duplicate")
     assert second.memory["id"] == first.memory["id"]
@@ -207,7 +208,7 @@ def test_a_near_duplicate_of_an_earlier_row_of_the_batch_collapses_into_it(tmp_p
         row(store, "An unrelated fact about lunch", other),
         row(store, "Every night at two the deploy runs", at_cosine(base, 0.98)),
     ]
-    results = wp.remember_batch(store.engine, items)
+    results = write_batch.remember_batch(store.engine, items)
     assert not any(isinstance(r, BaseException) for r in results)
     a, b, c = results
     assert (a.outcome, b.outcome, c.outcome) == ("created", "created", "semantic_duplicate")  # type: ignore[union-attr]
@@ -218,7 +219,7 @@ def test_a_near_duplicate_of_an_earlier_row_of_the_batch_collapses_into_it(tmp_p
 def test_a_contradiction_within_one_batch_is_flagged(tmp_path: Path, settings: Settings) -> None:
     store = open_store(tmp_path, settings)
     base = unit(np.random.default_rng(0).normal(size=DIM))
-    old, new = wp.remember_batch(
+    old, new = write_batch.remember_batch(
         store.engine,
         [row(store, "User lives in Berlin", base.tolist()), row(store, "User lives in Munich", at_cosine(base, 0.9))],
     )
@@ -247,7 +248,7 @@ def test_a_batch_embeds_its_rows_in_one_call_and_a_refused_text_fails_its_write_
         (store.engine.new_row("a", text), "test") for text in ("Deploys run at two", "A lunch fact", "Tea at four")
     ]
     items[2][0]["vector"] = given  # a given vector is not embedded
-    first, second, third = wp.remember_batch(store.engine, items)
+    first, second, third = write_batch.remember_batch(store.engine, items)
     assert calls == [["Deploys run at two", "A lunch fact"]]
     assert [r.outcome for r in (first, second, third)] == ["created"] * 3  # type: ignore[union-attr]
     assert np.allclose(third.memory["vector"], given)  # type: ignore[union-attr]
@@ -256,7 +257,7 @@ def test_a_batch_embeds_its_rows_in_one_call_and_a_refused_text_fails_its_write_
     items = [
         (store.engine.new_row("a", text), "test") for text in ("The build is green", "this is refused", "Cats nap")
     ]
-    ok, refused, also = wp.remember_batch(store.engine, items)
+    ok, refused, also = write_batch.remember_batch(store.engine, items)
     assert calls[0] == ["The build is green", "this is refused", "Cats nap"] and len(calls) == 4  # then one by one
     assert isinstance(refused, ValueError)
     assert not isinstance(ok, BaseException) and not isinstance(also, BaseException)
@@ -318,7 +319,7 @@ _EXIT_WITH_A_COMPACTION_RUNNING = """
 import hashlib, sys, threading
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from engram_pipeline.store import self_compaction as sc
+from engram_pipeline.store.write import compaction as sc
 started, compact = threading.Event(), sc._compact
 def slow(*args):  # the compaction is certainly still running when the script ends
     started.set()
@@ -508,9 +509,9 @@ def test_near_duplicates_of_stored_rows_in_one_batch_collapse_in_one_commit(tmp_
     items.append(row(store, "NEAR duplicate 1:  at night the queue drains", items[1][0]["vector"]))
     table = store.engine.shard_for("a").memories
     before = table.version
-    batch = wp.remember_batch(store.engine, items)
+    batch = write_batch.remember_batch(store.engine, items)
     assert table.version == before + 1
-    one_by_one = [wp.remember_batch(twin.engine, [copy.deepcopy(item)])[0] for item in items]
+    one_by_one = [write_batch.remember_batch(twin.engine, [copy.deepcopy(item)])[0] for item in items]
     assert told(batch) == told(one_by_one)
     assert [(outcome, memory_id) for outcome, memory_id, _ in told(batch)] == [
         ("semantic_duplicate", stored[k]) for k in (0, 1, 2, 3, 0, 1)
@@ -558,7 +559,7 @@ def test_a_failed_collapse_reaches_only_the_writers_it_folds(
         row(store, "An unrelated fact about lunch", fresh),
         row(store, "near duplicate 1: at night the queue drains", at_cosine(bases[1], 0.98)),
     ]
-    first, created, second = wp.remember_batch(store.engine, items)
+    first, created, second = write_batch.remember_batch(store.engine, items)
     assert isinstance(first, RuntimeError) and isinstance(second, RuntimeError)
     assert not isinstance(created, BaseException) and created.outcome == "created"
     assert all(r["reinforcement_count"] == 0 for r in store.list_memories("a"))
@@ -578,7 +579,9 @@ def test_a_collapse_into_a_row_edited_since_its_check_folds_into_the_edit(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store.engine, "cas_write", edit_first)
-    (told,) = wp.remember_batch(store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    (told,) = write_batch.remember_batch(
+        store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))]
+    )
     assert not isinstance(told, BaseException) and told.outcome == "semantic_duplicate" and edited
     assert told.memory == store.get(stored["id"], track_access=False)
     assert told.memory["pinned"] and told.memory["reinforcement_count"] == 1  # the retry folded into the edit
@@ -618,7 +621,9 @@ def edited_while_folding(
         return found
 
     monkeypatch.setattr(store.engine, "cas_write", cas_write)
-    (told,) = wp.remember_batch(store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))])
+    (told,) = write_batch.remember_batch(
+        store.engine, [row(store, "Every night at two the deploy runs", at_cosine(base, 0.98))]
+    )
     return store, stored, told, len(landed)
 
 
@@ -637,7 +642,7 @@ def test_a_collapse_into_a_row_edited_through_every_round_tells_its_writer(
 ) -> None:
     """Not acknowledged as folded when it was not: the writer hears the conflict and may write again."""
     store, stored, told, landed = edited_while_folding(tmp_path, settings, monkeypatch, edits=100)
-    assert landed == 2 * wp.COLLAPSE_ROUNDS
+    assert landed == 2 * write_collapse.COLLAPSE_ROUNDS
     assert isinstance(told, VersionConflict) and told.memory_id == stored["id"]
     assert store.get(stored["id"], track_access=False)["reinforcement_count"] == 0
 
@@ -647,7 +652,8 @@ def test_steady_collapses_keep_the_fragment_count_bounded(tmp_path: Path, settin
     n = MAX_FRAGMENTS + 40
     bases = [unit(np.random.default_rng(10 + k).normal(size=DIM)) for k in range(n)]
     stored = [row(store, f"stored fact {k}: the queue drains at night", b.tolist()) for k, b in enumerate(bases)]
-    assert all(not isinstance(r, BaseException) for r in wp.remember_batch(store.engine, stored))  # one fragment
+    # one fragment
+    assert all(not isinstance(r, BaseException) for r in write_batch.remember_batch(store.engine, stored))
     for k, b in enumerate(bases):  # a collapse moves its row to a fragment of its own; nothing else is written
         again = store.remember("a", f"near duplicate {k}: at night the queue drains", vector=at_cosine(b, 0.98, seed=k))
         assert again.outcome == "semantic_duplicate"
@@ -707,13 +713,13 @@ def test_a_write_whose_fold_target_is_deleted_mid_batch_is_written_as_new(
             deleted.append(stored["id"])
 
     if when == "before its read":  # between the batch's checks and the read of the rows it folds into
-        real_read = wp.rows_by_id
+        real_read = write_collapse.rows_by_id
 
         def rows_by_id(*args: object, **kwargs: object) -> object:
             delete_once()
             return real_read(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(wp, "rows_by_id", rows_by_id)
+        monkeypatch.setattr(write_collapse, "rows_by_id", rows_by_id)
     else:  # between that read and the fold's compare-and-set
         real_cas = store.engine.cas_write
 
@@ -728,7 +734,7 @@ def test_a_write_whose_fold_target_is_deleted_mid_batch_is_written_as_new(
         row(store, "The VPN profile expires in June", other),
         row(store, "Every night at two the deploy runs", at_cosine(base, 0.98)),
     ]
-    first, told = wp.remember_batch(store.engine, items)
+    first, told = write_batch.remember_batch(store.engine, items)
     assert deleted == [stored["id"]]
     assert not isinstance(first, BaseException) and first.outcome == "created"
     assert not isinstance(told, BaseException), told  # was MemoryNotFound

@@ -18,7 +18,7 @@ the version it meant to write, rebases and tries again. Under a steady stream of
 that race time after time, retrying its commit for seconds while the fragments piled up (traces in
 ``docs/scale.md``, "How the write path was measured"). So the merge writes its new data files first (lance's
 ``Compaction.plan`` and each task's ``execute``) and commits them with the shard's appends held back
-(:meth:`.appends.Appends.held_back`); the index steps, which lance offers in one call only, run with them held
+(:meth:`Appends.held_back`); the index steps, which lance offers in one call only, run with them held
 back too. A write arriving meanwhile waits for that step. Commits of other processes can still take a step's
 version; the step then rebases, as before. (The gate this replaces let a step that ran past 0.5 s hold the
 appends for up to 1 s each.)

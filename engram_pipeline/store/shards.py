@@ -114,11 +114,11 @@ class Shard:
             self.memories = memories
         ensure_keyed(self.memories)
         self.tracks_versions = tracks_versions(self.memories)
-        self.links = Links(self._table(db, "links"))
-        self.audit = AuditLog(self._table(db, "audit"), memory_schema)
-        self.plans = Plans(self._table(db, "plans"))
-        self.cursors = Cursors(self._table(db, "cursors"))
-        self.access_log = AccessLog(self._table(db, "access_log"))
+        self.links = Links(self._side_table(db, "links"))
+        self.audit = AuditLog(self._side_table(db, "audit"), memory_schema)
+        self.plans = Plans(self._side_table(db, "plans"))
+        self.cursors = Cursors(self._side_table(db, "cursors"))
+        self.access_log = AccessLog(self._side_table(db, "access_log"))
         if memories is None:
             for column in SCALAR_INDEXES:
                 self.memories.create_index(column, config=BTree(), replace=True)
@@ -127,7 +127,7 @@ class Shard:
     def name(self, base: str) -> str:
         return table_name(base, self.index, self.count)
 
-    def _table(self, db: Any, base: str) -> Any:
+    def _side_table(self, db: Any, base: str) -> Any:
         name = self.name(base)
         return open_table(db, name) or db.create_table(name, schema=SIDE_SCHEMAS[base], exist_ok=True)
 

@@ -567,10 +567,13 @@ async def _catch_up(
             else _nothing(),
         )
     else:
-        count_rows = table._table.count_rows
-        broad = sum(v.live for v in stale) >= BROAD * int(await table._table.count_rows())
+
+        def count_rows(where: str) -> Coroutine[Any, Any, int]:
+            return one_trip.count(table, where)
+
+        broad = sum(v.live for v in stale) >= BROAD * await one_trip.count(table)
         count, found = await one_trip.together(
-            table._table.count_rows(agents),
+            count_rows(agents),
             one_trip.rows(table, recent if broad else f"{agents} AND {recent}", columns=[*COLUMNS, "vector"]),
         )
         if broad:

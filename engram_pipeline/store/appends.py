@@ -2,10 +2,9 @@
 
 On a local directory Lance finds a table's latest version by listing its ``_versions`` directory, and the
 store's strong consistency makes every LanceDB call on the table do that first: a version read is one listing,
-a ``table.add`` four (``strace``: 2 and 8 ``getdents64`` calls). A listing grows with the versions kept, so
-the write path's cost grew with the writes since the last clean-up (measured in ``docs/scale.md``, "How the
-write path was measured"). Here each shard keeps a Lance dataset at the version this process last knew to be
-the latest:
+a ``table.add`` four. A listing grows with the versions kept, so the write path's cost grew with the writes
+since the last clean-up (measured in ``docs/scale.md``, "How the write path was measured"). Here each shard
+keeps a Lance dataset at the version this process last knew to be the latest:
 
 - :meth:`Appends.latest` looks for the manifest of the version after it, and the one after that while they
   exist (one ``stat`` each on a local directory; Lance names version ``v``'s manifest

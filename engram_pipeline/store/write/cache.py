@@ -1,46 +1,12 @@
 """The write path's view of each agent's rows, held in memory and checked against the table version.
 
-A ``remember`` checks its row against the agent's stored rows before it commits: the exact-duplicate lookup
-(every row of the agent, hidden ones too) and the nearest visible neighbours. As LanceDB queries those two
-reads were the larger part of a single write, and the neighbour search grows with the unindexed rows (the
-measurements behind this module: ``docs/scale.md``, "How the write path was measured"). Here each agent the
-write path touched is kept as what those reads need: per row its :data:`COLUMNS`, its unit vector and
-whether it is visible, with a map from content hash to rows.
-
-**Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
-the table's latest version is still that one (one version check per batch: :meth:`Appends.latest`).
-The label is always the version read *before* the rows, so a view can hold newer rows than its label says,
-never older ones. The write path's own appends keep the views fresh without a read: when nothing but
-commits that change no row (the store's own compactions and index steps, recorded by
-:meth:`Appends.held_back`) came between the version the batch checked against and the append's commit
-(:func:`.insert.append_new` tests that), the views at the checked version plus the
-appended rows are the table at the new version. After such a compaction the next batch moves every view of
-the shard over its versions without reading (:func:`_pass_over`). Any other commit (another process, a pass,
-a collapse in this process) moves the version, and the view is brought up to date before use:
-
-- **catch-up** (:func:`_catch_up`), in a ``memories`` made with stable row ids
-  (:data:`~engram_pipeline.store.shards.MEMORIES_OPTIONS`; every table this store makes): Lance keeps each
-  row's created and last-changed version, through compaction too, so one query reads the agents' rows
-  created or changed since the oldest label, and one index-backed count of their rows tells whether any
-  were deleted (a deletion leaves no changed row behind). The query reads only the fragments that may hold
-  such rows (:class:`ChangedFragments`: those new or changed since a fragment list the cache kept), not the
-  version columns of every fragment. The other views written in the last :data:`IDLE_S` come along in the
-  same query (up to :data:`CATCH_UP_WITH`), so a compaction's commit costs one catch-up, not one per agent.
-  The query and the count run at once; where the agents hold most of the table the query filters on the
-  versions alone (:func:`_catch_up`);
-- **re-read** (:func:`_refresh`), in a table made before, or for an agent whose rows were deleted: one read
-  of the agent's ``(id, version)``, then the rows that are new or whose version moved (every change to a
-  row's content, vector or status is a compare-and-set that moves its version; the access-log fold's
-  counters leave the checked columns alone). It grows with the agent.
-
-**Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
-agents go first); an agent larger than half of that is not kept, and its writes read the table as before;
-0 turns the cache off. In a table made before stable row ids an agent past :data:`MAX_AGENT_ROWS` is not
-kept either: the store's own background compaction makes two or three commits every 32 or so writes, and
-there each re-read cost more than the indexed search.
-
-The view's search is exact cosine over the agent's visible rows (the table's search goes through the
-approximate vector index once one is built, so the cache finds at least as close neighbours).
+The checks of a ``remember`` read the agent's stored rows (the exact-duplicate lookup, the nearest visible
+neighbours), and as LanceDB queries those reads were the larger part of a single write. Here each agent the
+write path touched is kept as what they need: per row its :data:`COLUMNS`, its unit vector and whether it is
+visible. A view is used only at the table version it is labelled with: the write path's own appends move it
+along, and any other commit brings it up to date first (:func:`_catch_up` of the rows changed since, or
+:func:`_refresh` of the agent), within a budget of ``ENGRAM_WRITE_CACHE_ROWS`` rows. How it stays fresh, its
+bounds and why: ``docs/scale.md``, "How the write cache stays fresh".
 
 >>> cache = WriteCache(max_rows=10)
 >>> cache.rows, cache.agents

@@ -6,6 +6,8 @@
 ``commit``         :class:`~.commit.GroupCommit`: the writers of one process share a batch and its commit
 ``reads``          the reads before the commit: stored rows by content hash, visible neighbours, rows by id
 ``cache``          :class:`~.cache.WriteCache`: each agent's rows in memory for those reads, kept fresh
+``view``           :class:`~.view.AgentView`: one agent's rows in the cache, and their exact search
+``fragments``      :class:`~.fragments.ChangedFragments`: the fragments a catch-up of the cache reads
 ``checks``         :func:`~.checks.decide_many`: the judge's and the contradiction rules' decisions, batched
 ``insert``         :func:`~.insert.append_new`: the append of the new rows, racing inserts caught after it
 ``collapse``       :func:`~.collapse.collapse_many`: near duplicates folded into their stored rows

@@ -32,11 +32,11 @@ import numpy as np
 from engram_pipeline.model import Memory
 from engram_pipeline.store.errors import MemoryNotFound
 from engram_pipeline.store.marks import apply_contradictions
-from engram_pipeline.store.write.cache import CHECKED
 from engram_pipeline.store.write.checks import decide_many, near_cosine
 from engram_pipeline.store.write.collapse import collapse_many
 from engram_pipeline.store.write.insert import insert_new
 from engram_pipeline.store.write.reads import NEIGHBOURS, neighbours_of, rows_by_id
+from engram_pipeline.store.write.view import CHECKED
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def _stored_near(
     visible vectors of all such agents of the batch (one query per shard: one scan per agent, 40 for a
     20,000-row import of 10 agents, took 1.3 of its 9.9 s of CPU), then one matrix product per agent for all its
     rows of the batch (the within-batch product's cosines), not one scan per row. That read carries the
-    :data:`.cache.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
+    :data:`.view.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
     read whole later (:func:`_whole`). Reading every candidate whole here (a second read, by id, of every column
     but the vector) and copying the whole row per hit made this function 22% of a profiled 20,000-row import
     (bench_write_path.py's bulk rows), 13% since.
@@ -231,7 +231,7 @@ def _stored_near(
 def _whole(
     store: Writer, merges: list[tuple[Memory, Memory, float]]
 ) -> tuple[list[tuple[Memory, Memory, float]], list[Memory]]:
-    """``merges`` with each existing row that was read with the :data:`.cache.CHECKED` columns only read
+    """``merges`` with each existing row that was read with the :data:`.view.CHECKED` columns only read
     whole (a collapse writes from the whole row), as ``remember``'s collapse reads it; and apart, the new
     rows of the merges whose existing row is gone."""
     names = set(store.memory_schema.names)

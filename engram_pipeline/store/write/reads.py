@@ -17,7 +17,8 @@ from engram_pipeline.model import Memory
 from engram_pipeline.store import one_trip
 from engram_pipeline.store.access_log import overlay_pending
 from engram_pipeline.store.sql import eq, where_in
-from engram_pipeline.store.write.cache import CHECKED, AgentView, Writer
+from engram_pipeline.store.write.cache import Writer
+from engram_pipeline.store.write.view import CHECKED, AgentView
 from engram_pipeline.visibility import VISIBLE_SQL
 
 if TYPE_CHECKING:

@@ -12,8 +12,10 @@ import pytest
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
 from engram_pipeline.store.write import cache as write_cache
+from engram_pipeline.store.write import fragments as write_fragments
 from engram_pipeline.store.write import reads as write_reads
-from engram_pipeline.store.write.cache import AgentView, WriteCache
+from engram_pipeline.store.write.cache import WriteCache
+from engram_pipeline.store.write.view import AgentView
 from tests.stores import pre_row_versions
 from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
@@ -163,7 +165,7 @@ def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_
     here.engine.memories.to_lance().optimize.compact_files()  # one fragment of old rows
     here.remember("a", "a fact nobody touches")  # a fragment of its own
     start = here.engine.memories.version
-    changed = write_cache.ChangedFragments()
+    changed = write_fragments.ChangedFragments()
     changed.seen(here.engine.memories, start)
     unchanged = changed.since(here.engine.memories, start, start)
     assert unchanged is not None and unchanged[1] == []

@@ -340,7 +340,7 @@ async def _nothing() -> None:
 
 
 async def _load(store: _Host, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
-    """Each agent's rows read whole (their :data:`COLUMNS` and vector), as views at ``version``."""
+    """Each agent's rows read whole (their :data:`~.view.COLUMNS` and vector), as views at ``version``."""
     found = await one_trip.rows(table, f"agent_id IN {in_list(list(agents))}", columns=[*COLUMNS, "vector"])
     views = {a: AgentView(a, store.embedder.dimension, version) for a in agents}
     _add_table(views, found)

@@ -29,13 +29,12 @@ def collapse_writes(store: Engine, merges: Sequence[Merge], out: list[RememberRe
     """Fold each near-duplicate write of ``merges`` into its stored row, in order, in one compare-and-set
     (:func:`collapse_many`), then tell each writer its row as read after it.
 
-    The stored rows are read whole first (a neighbour holds the :data:`CHECKED` columns only), at their
+    The stored rows are read whole first (a neighbour holds the :data:`~.view.CHECKED` columns only), at their
     latest version: a row moved since the checks is folded into as the compare-and-set's retry would have
     (it re-reads and folds again). A writer whose row is gone gets :class:`FoldTargetGone` (its write is
-    checked again: :func:`remember_batch`); an error of a
-    read or of a compare-and-set reaches the writers it holds, and only them. The writers of several writes
-    into one row are all told the row with every fold of the batch (as a read after one's own collapse can
-    be under concurrent writers)."""
+    checked again: :func:`.batch.remember_batch`); an error of a read or of a compare-and-set reaches the
+    writers it holds, and only them. The writers of several writes into one row are all told the row with
+    every fold of the batch (as a read after one's own collapse can be under concurrent writers)."""
     try:
         whole = rows_by_id(store, [into for _, into, _, _ in merges])
     except Exception as exc:

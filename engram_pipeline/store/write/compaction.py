@@ -61,7 +61,7 @@ _lock = threading.Lock()
 def after_commit(store: Engine, shards: Iterable[int] = (0,)) -> None:
     """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
     ``memories`` when its fragments pass the bound, and a clean-up of its old versions every
-    :data:`~.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
+    :data:`~engram_pipeline.store.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
     for k in shards:
         _after_commit(store.shards[k])
 

@@ -71,12 +71,11 @@ def first_reads(
     store: Writer, rows: Sequence[Memory]
 ) -> tuple[dict[int, int], dict[str, Memory], dict[int, list[Memory]]]:
     """What a batch's checks start from: the version of each shard's table the batch writes to, read first
-    (see :func:`insert_new`); then the stored row of each content hash the store already has and the
+    (see :func:`.insert.append_new`); then the stored row of each content hash the store already has and the
     neighbours of the first row of each content hash (by index in ``rows``; of a row whose content is stored
     they go unused). Both come from the write cache's views at that version (:mod:`.cache`), or, for
-    the agents it does not keep, from the table in one trip (:mod:`.one_trip`: the lookup through the BTree
-    index on ``content_hash`` and one multi-vector search per agent, at once). The neighbours are read
-    before any commit of the batch: after one (a flush) the rows after it read theirs again."""
+    the agents it does not keep, from the table in one trip (the module's docstring). The neighbours are
+    read before any commit of the batch: after one (a flush) the rows after it read theirs again."""
     first: dict[str, int] = {}
     for i, row in enumerate(rows):
         first.setdefault(row["content_hash"], i)

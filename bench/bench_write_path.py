@@ -103,7 +103,7 @@ def bench_single(results: Results, root: Path, small: int, large: int, n: int) -
     for size in (small, large):
         store = open_store(root, f"single-{size}", "hashing")
         fill(store, size, seed=size)
-        # one write to each agent: the first loads the agent's rows into the write cache (store/write_cache.py),
+        # one write to each agent: the first loads the agent's rows into the write cache (store/write/cache.py),
         # as a server's first write of an agent does; timed apart from the steady writes
         first = single_writes(store, AGENTS, seed=size + 2)
         cache = store.engine.write_cache

@@ -43,9 +43,10 @@ from bench_store import open_store, texts  # noqa: E402
 from bench_write_path import AGENTS, fill  # noqa: E402
 
 from engram_pipeline.model import rows_to_table  # noqa: E402
-from engram_pipeline.store import MemoryStore, write_path  # noqa: E402
+from engram_pipeline.store import MemoryStore  # noqa: E402
 from engram_pipeline.store.core import ShardedEngine  # noqa: E402
-from engram_pipeline.store.write_cache import WriteCache  # noqa: E402
+from engram_pipeline.store.write import batch, insert, reads  # noqa: E402
+from engram_pipeline.store.write.cache import WriteCache  # noqa: E402
 
 SPANS: dict[str, float] = defaultdict(float)
 
@@ -69,19 +70,19 @@ def instrument() -> None:
     store_cls.shard_versions = spanned("table version read", store_cls.shard_versions)  # type: ignore[method-assign]
     store_cls._drop_lost_races = spanned("race re-read", store_cls._drop_lost_races)  # type: ignore[method-assign]
     store_cls.get = spanned("re-read (get)", store_cls.get)  # type: ignore[method-assign]
-    for attr, name in (
-        ("_embed_missing", "embed"),
-        ("_first_reads", "version + exact lookup + neighbours"),  # one trip (store/one_trip.py)
-        ("stored_by_hash", "exact lookup"),
-        ("_neighbours_of", "neighbour search"),
-        ("_check", "judge + contradiction checks"),
-        ("append_new", "insert (append + its checks)"),
-        ("after_commit", "self-compaction check"),
-        ("apply_contradictions", "contradiction writes"),
-        ("remember_batch", "batch (inside the group commit)"),
+    for module, attr, name in (
+        (batch, "_embed_missing", "embed"),
+        (batch, "first_reads", "version + exact lookup + neighbours"),  # one trip (store/one_trip.py)
+        (reads, "stored_by_hash", "exact lookup"),
+        (reads, "neighbours_of", "neighbour search"),
+        (batch, "_check", "judge + contradiction checks"),
+        (batch, "append_new", "insert (append + its checks)"),
+        (batch, "after_commit", "self-compaction check"),
+        (batch, "apply_contradictions", "contradiction writes"),
+        (batch, "remember_batch", "batch (inside the group commit)"),
     ):
-        setattr(write_path, attr, spanned(name, getattr(write_path, attr)))
-    write_path.with_retry = spanned("lance append commit", write_path.with_retry)  # only insert_new calls it
+        setattr(module, attr, spanned(name, getattr(module, attr)))
+    insert.with_retry = spanned("lance append commit", insert.with_retry)  # only append_new calls it
     WriteCache.views = spanned("write cache: version check, refresh, load", WriteCache.views)  # type: ignore[method-assign]
     # the group commit captured remember_batch in a lambda over the module global: it sees the wrapper
 

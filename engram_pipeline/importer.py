@@ -21,7 +21,7 @@ agent, the normalised content hash, within the file and against the store) is an
 the merge judge calls the same fact as a visible row of its agent (stored, or an earlier line) folds into
 that row (a semantic duplicate); the contradiction rules flag (or, under policy ``supersede``, hide) the
 rows a new line contradicts. The checks run in bulk per batch
-(:mod:`engram_pipeline.store.bulk_write`: one neighbour query per agent, one matrix product within the
+(:mod:`engram_pipeline.store.write.bulk`: one neighbour query per agent, one matrix product within the
 batch). Lines that carry store-managed fields (an export's) are restored as they were, without these checks:
 the store they came from already made its decisions. ``checks="exact"`` skips the semantic and
 contradiction checks (exact dedup only): for a corpus loaded so that the batch passes find its near-duplicates
@@ -43,8 +43,8 @@ from engram_pipeline.lifecycle._gc import fewer_collections
 from engram_pipeline.model import INTERNAL_COLUMNS, MEMORY_COLUMNS, SERVED_COLUMNS, STATUSES, Memory
 from engram_pipeline.store import validation as v
 from engram_pipeline.store.access_log import overlay_pending
-from engram_pipeline.store.bulk_write import write_checked
 from engram_pipeline.store.rows import INPUT_FIELDS
+from engram_pipeline.store.write.bulk import write_checked
 
 if TYPE_CHECKING:
     from engram_pipeline.store import MemoryStore
@@ -102,7 +102,7 @@ def import_jsonl(
 
     Each batch is validated whole, embedded in one ``store.engine.embed`` call, checked as ``remember`` would
     check its lines one after another and written in one append (then one compare-and-set batch each for
-    the collapses and the contradictions: :func:`engram_pipeline.store.bulk_write.write_checked`).
+    the collapses and the contradictions: :func:`engram_pipeline.store.write.bulk.write_checked`).
     ``progress(n)`` is called with the number of lines each batch consumed. See the module docstring for
     how bad lines, duplicates and store-managed fields are handled.
 
@@ -128,7 +128,7 @@ def import_jsonl(
     with fewer_collections():
         for batch in _batches(_numbered(source), batch_size):
             lines += len(batch)
-            checked_at = store.engine.shard_versions()  # before the checks against the store: see write_path.insert_new
+            checked_at = store.engine.shard_versions()  # before the checks: store/write/insert.py
             rows, dup, bad, restored = _validate_batch(store, batch)
             if bad:
                 errors.extend(bad)

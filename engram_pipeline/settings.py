@@ -301,7 +301,7 @@ class Settings:
         5_000,
         doc="Unindexed rows after which folding the access log re-indexes (0: leave it to maintenance)",
     )
-    # rows of agents the write path keeps in memory for its checks (store/write_cache.py; 0: off)
+    # rows of agents the write path keeps in memory for its checks (store/write/cache.py; 0: off)
     write_cache_rows: int = _env(
         "ENGRAM_WRITE_CACHE_ROWS",
         200_000,

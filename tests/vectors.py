@@ -1,7 +1,7 @@
 """Hand-made vectors at exact cosines, and the thresholds the write-time tests set, defined once for the
-tests of ``remember``'s checks (``test_write_time``, ``test_group_commit``, ``test_write_cache``): they
-control similarity exactly (``remember(..., vector=...)``) instead of depending on what the hashing
-embedder makes of a sentence."""
+tests of ``remember``'s checks (``tests/lib/store/write/``: ``test_write_time``, ``test_batch``,
+``test_collapse``, ``test_group_commit``, ``test_write_cache``): they control similarity exactly
+(``remember(..., vector=...)``) instead of depending on what the hashing embedder makes of a sentence."""
 
 from __future__ import annotations
 

@@ -2,10 +2,9 @@
 
 On a local directory Lance finds a table's latest version by listing its ``_versions`` directory, and the
 store's strong consistency makes every LanceDB call on the table do that first: a version read is one listing,
-a ``table.add`` four (``strace``: 2 and 8 ``getdents64`` calls). A listing grows with the versions kept, so
-the write path's cost grew with the writes since the last clean-up (measured in ``docs/scale.md``, "How the
-write path was measured"). Here each shard keeps a Lance dataset at the version this process last knew to be
-the latest:
+a ``table.add`` four. A listing grows with the versions kept, so the write path's cost grew with the writes
+since the last clean-up (measured in ``docs/scale.md``, "How the write path was measured"). Here each shard
+keeps a Lance dataset at the version this process last knew to be the latest:
 
 - :meth:`Appends.latest` looks for the manifest of the version after it, and the one after that while they
   exist (one ``stat`` each on a local directory; Lance names version ``v``'s manifest
@@ -47,7 +46,7 @@ class Appends:
     """The appends and the latest version of one ``memories`` table (see the module)."""
 
     def __init__(self, table: Any) -> None:
-        self._table = table
+        self._memories = table
         self._lock = threading.Lock()
         self._dataset: Any = None  # the held Lance dataset; False: none (not a local Lance directory)
         self._name: Any = None  # version -> the path of its manifest, once the naming scheme is known
@@ -70,7 +69,7 @@ class Appends:
                     self._dataset = None
                     raise
                 return int(dataset.version)
-        return int(self._table.add(data).version)
+        return int(self._memories.add(data).version)
 
     @contextmanager
     def held_back(self, *, kinds: tuple[str, ...] = ()) -> Iterator[None]:
@@ -108,7 +107,7 @@ class Appends:
         ``stat`` each); read by listing where manifests cannot be looked for. The held dataset moves there."""
         dataset = self._held()
         if dataset is None or self._name is None:
-            version = int(one_trip.run(one_trip.version(self._table)))
+            version = int(one_trip.run(one_trip.version(self._memories)))
         else:
             version = int(dataset.version)
             while os.path.exists(self._name(version + 1)):
@@ -136,7 +135,7 @@ class Appends:
         """The held dataset (opened on first use), or None when the table has none."""
         if self._dataset is None:
             try:
-                self._dataset = self._table.to_lance()
+                self._dataset = self._memories.to_lance()
             except (ValueError, OSError, NotImplementedError):  # memory://: LanceDB's own calls, as before
                 log.debug("appends go through LanceDB: the table's Lance dataset does not open", exc_info=True)
                 self._dataset = False

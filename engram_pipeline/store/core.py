@@ -34,7 +34,7 @@ from engram_pipeline.model import (
     rows_to_table,
 )
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import cas, edits, one_trip, write_path
+from engram_pipeline.store import cas, edits, one_trip
 from engram_pipeline.store.access_fold import fold_access as _fold_access
 from engram_pipeline.store.access_log import AccessFold, AccessLog, overlay_pending
 from engram_pipeline.store.audit import AuditLog
@@ -54,7 +54,9 @@ from engram_pipeline.store.shards import CREATED_AT, Shard, open_table
 from engram_pipeline.store.side_tables import SideTables
 from engram_pipeline.store.sql import eq, in_list, lit, where_in
 from engram_pipeline.store.validation import check_vector
-from engram_pipeline.store.write_cache import WriteCache
+from engram_pipeline.store.write.batch import Item, new_write_group
+from engram_pipeline.store.write.cache import WriteCache
+from engram_pipeline.store.write.commit import GroupCommit
 
 
 class ShardedEngine(SideTables):
@@ -89,9 +91,11 @@ class ShardedEngine(SideTables):
             migrating=migrating,
         )
         self.shards = tuple(Shard(db, k, self.shard_count, self.memory_schema) for k in range(self.shard_count))
-        for shard in self.shards:
-            shard.write_group = write_path.new_write_group(self)  # batches concurrent remembers
         self.write_cache = WriteCache(self.settings.write_cache_rows)  # the write path's checks, in memory
+        # per shard, the group commit that batches concurrent remembers (a batch commits to one table)
+        self.write_groups: tuple[GroupCommit[Item, RememberResult], ...] = tuple(
+            new_write_group(self) for _ in self.shards
+        )
 
     @classmethod
     def open(
@@ -190,8 +194,8 @@ class ShardedEngine(SideTables):
         return self._only().access_log
 
     @property
-    def write_group(self) -> Any:
-        return self._only().write_group
+    def write_group(self) -> GroupCommit[Item, RememberResult]:
+        return self.write_groups[self._only().index]
 
     # -- tables ----------------------------------------------------------------------------------------
     def tables(self) -> dict[str, Any]:
@@ -458,7 +462,7 @@ class ShardedEngine(SideTables):
             created_at=created_at,
             ttl_s=ttl_s,
         )
-        return self.shard_for(agent_id).write_group.submit(self._with_vector(row, vector, actor))
+        return self.write_groups[self.shard_of(agent_id)].submit(self._with_vector(row, vector, actor))
 
     async def remember_async(
         self,
@@ -472,13 +476,13 @@ class ShardedEngine(SideTables):
         """:meth:`remember` for a coroutine (the HTTP API's), with the same keyword arguments (``model.PlacedMemory``,
         whose defaults are ``remember``'s): the row is
         validated at once, then the coroutine awaits its batch's commit without holding a thread
-        (:meth:`~engram_pipeline.store.group_commit.GroupCommit.submit_async`)."""
+        (:meth:`~engram_pipeline.store.write.commit.GroupCommit.submit_async`)."""
         row = self.new_row(agent_id, content, **fields)
-        return await self.shard_for(agent_id).write_group.submit_async(self._with_vector(row, vector, actor))
+        return await self.write_groups[self.shard_of(agent_id)].submit_async(self._with_vector(row, vector, actor))
 
-    def _with_vector(self, row: Memory, vector: Sequence[float] | None, actor: str = "library") -> write_path.Item:
+    def _with_vector(self, row: Memory, vector: Sequence[float] | None, actor: str = "library") -> Item:
         """A write for the group commit: ``row`` with its given ``vector`` checked, or none yet (the batch
-        embeds the contents of its rows without one in one call: ``write_path.remember_batch``)."""
+        embeds the contents of its rows without one in one call: ``write.batch.remember_batch``)."""
         if vector is not None:
             row["vector"] = check_vector(vector, self.embedder.dimension)
         return (row, actor)

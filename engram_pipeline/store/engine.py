@@ -5,7 +5,9 @@ marks, the access-log fold, maintenance, self-compaction) take an :class:`Engine
 them, so none of them imports :mod:`.core`, and the store's import graph has no circle, type-only imports
 included (the ``acyclic`` contract in ``pyproject.toml``). ``ShardedEngine`` is the one engine; mypy checks that
 it satisfies this protocol wherever it hands itself to a collaborator. A member is here because a
-collaborator uses it: the public verbs are :class:`~.memory_store.MemoryStore`'s (``docs/library.md``).
+collaborator uses it: the public verbs are :class:`~.memory_store.MemoryStore`'s (``docs/library.md``). The
+write path (:mod:`engram_pipeline.store.write`) takes a :class:`~engram_pipeline.store.write.cache.Writer`: this
+protocol and the write cache the engine holds.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
     from engram_pipeline.store.links import Link
     from engram_pipeline.store.results import CasResult, Change, Recompute
     from engram_pipeline.store.shards import Shard
-    from engram_pipeline.store.write_cache import WriteCache
 
 
 class Engine(Protocol):
@@ -37,7 +38,6 @@ class Engine(Protocol):
     memory_schema: pa.Schema
     shard_count: int
     shards: tuple[Shard, ...]
-    write_cache: WriteCache
 
     # -- placement
     def shard_of(self, agent_id: str) -> int: ...
@@ -49,6 +49,14 @@ class Engine(Protocol):
     # -- rows
     def get(self, memory_id: str, *, agent_id: str | None = None, track_access: bool = True) -> Memory: ...
     def get_many(self, memory_ids: Sequence[str], *, columns: list[str] | None = None) -> list[Memory]: ...
+    def scan_agents(
+        self,
+        agent_ids: Iterable[str],
+        *,
+        columns: list[str] | None = None,
+        where: str | None = None,
+        version: int | None = None,
+    ) -> pa.Table: ...
     def new_row(self, agent_id: str, content: str, **fields: Any) -> Memory: ...
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
     def _vector_for(self, content: str, vector: Sequence[float] | None) -> list[float]: ...

@@ -118,8 +118,8 @@ class MemoryStore:
 
         Exact content (per agent, case- and whitespace-insensitive) returns the existing row untouched with
         outcome ``exact_duplicate``. Otherwise the write-time checks run (semantic dedup and contradictions,
-        ``engram_pipeline.store.write_path``) and the row is inserted with outcome ``created``. Concurrent calls
-        share a batch, one commit and one embedding call (:mod:`~engram_pipeline.store.group_commit`).
+        ``engram_pipeline.store.write``) and the row is inserted with outcome ``created``. Concurrent calls
+        share a batch, one commit and one embedding call (:mod:`~engram_pipeline.store.write.commit`).
         """
         return self.engine.remember(
             agent_id,

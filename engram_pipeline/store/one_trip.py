@@ -7,15 +7,18 @@ costs a ``remember`` most on a loaded machine (``docs/scale.md``, "How the write
 write path's reads before its commit go through here.
 
 The coroutines are those of lancedb's ``AsyncTable``, which the synchronous ``LanceTable`` wraps
-(``table._table`` in lancedb 0.40, the pinned version). The store's tables have no blob columns, so the
-synchronous path's blob post-processing has nothing to do and is not repeated here. A search here filters
-before it ranks (``where`` is a prefilter on an async query, as ``prefilter=True`` is on a synchronous one).
+(``table._table`` in lancedb 0.40, the pinned version). This is the one module that reaches that private
+attribute and lancedb's loop (``tests/lib/test_layering.py`` checks it): a separate ``lancedb.connect_async``
+connection would double the table handles and cost object-store requests of its own. The store's tables have
+no blob columns, so the synchronous path's blob post-processing has nothing to do and is not repeated here.
+A search here filters before it ranks (``where`` is a prefilter on an async query, as ``prefilter=True`` is on
+a synchronous one).
 
 >>> import lancedb
 >>> table = lancedb.connect("memory://").create_table("t", [{"vector": [1.0, 0.0], "name": "a"}])
->>> found, latest = run(together(rows(table, "name = 'a'", columns=["name"]), version(table)))
->>> found.to_pylist(), latest
-([{'name': 'a'}], 1)
+>>> found, latest, n = run(together(rows(table, "name = 'a'", columns=["name"]), version(table), count(table)))
+>>> found.to_pylist(), latest, n
+([{'name': 'a'}], 1, 1)
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 async def together(*coros: Coroutine[Any, Any, Any]) -> list[Any]:
     """The results of ``coros``, run at once (inside one trip)."""
     return list(await asyncio.gather(*coros))
+
+
+async def count(table: Any, where: str | None = None) -> int:
+    """The number of rows of ``table`` passing ``where`` (all rows if None), as ``table.count_rows`` counts them."""
+    return int(await table._table.count_rows(where))
 
 
 async def version(table: Any) -> int:

@@ -26,11 +26,9 @@ from engram_pipeline.store.access_log import AccessLog
 from engram_pipeline.store.appends import Appends
 from engram_pipeline.store.audit import AuditLog
 from engram_pipeline.store.cursors import Cursors
-from engram_pipeline.store.group_commit import GroupCommit
 from engram_pipeline.store.links import Links
 from engram_pipeline.store.maintenance import SCALAR_INDEXES, TABLES
 from engram_pipeline.store.plans import Plans
-from engram_pipeline.store.results import RememberResult
 from engram_pipeline.store.retry import with_retry
 
 SIDE_SCHEMAS: dict[str, pa.Schema] = {
@@ -45,7 +43,7 @@ SIDE_SCHEMAS: dict[str, pa.Schema] = {
 # ``memories`` is created with stable row ids: Lance then keeps, per row, the table version that created it
 # and the last that changed it (``_row_created_at_version``, ``_row_last_updated_at_version``), through
 # compaction too, so the write cache can read only what changed since its views' version
-# (:mod:`engram_pipeline.store.write_cache`). A table made without them reads 1 for both on every row, and
+# (:mod:`engram_pipeline.store.write.cache`). A table made without them reads 1 for both on every row, and
 # the option cannot be turned on for a table that exists (an overwrite keeps the table's row ids), so a
 # table made with it says so in its schema's metadata (:data:`ROW_VERSIONS`).
 MEMORIES_OPTIONS = {"new_table_enable_stable_row_ids": "true"}
@@ -106,8 +104,6 @@ def schemas(memory_schema: pa.Schema) -> dict[str, pa.Schema]:
 class Shard:
     """Shard ``index`` of a store of ``count`` shards: its ``memories`` table and side-table collaborators."""
 
-    write_group: GroupCommit[Any, RememberResult]  # set by the store: the group commit of this shard's remembers
-
     def __init__(self, db: Any, index: int, count: int, memory_schema: pa.Schema) -> None:
         self.index = index
         self.count = count
@@ -118,11 +114,11 @@ class Shard:
             self.memories = memories
         ensure_keyed(self.memories)
         self.tracks_versions = tracks_versions(self.memories)
-        self.links = Links(self._table(db, "links"))
-        self.audit = AuditLog(self._table(db, "audit"), memory_schema)
-        self.plans = Plans(self._table(db, "plans"))
-        self.cursors = Cursors(self._table(db, "cursors"))
-        self.access_log = AccessLog(self._table(db, "access_log"))
+        self.links = Links(self._side_table(db, "links"))
+        self.audit = AuditLog(self._side_table(db, "audit"), memory_schema)
+        self.plans = Plans(self._side_table(db, "plans"))
+        self.cursors = Cursors(self._side_table(db, "cursors"))
+        self.access_log = AccessLog(self._side_table(db, "access_log"))
         if memories is None:
             for column in SCALAR_INDEXES:
                 self.memories.create_index(column, config=BTree(), replace=True)
@@ -131,7 +127,7 @@ class Shard:
     def name(self, base: str) -> str:
         return table_name(base, self.index, self.count)
 
-    def _table(self, db: Any, base: str) -> Any:
+    def _side_table(self, db: Any, base: str) -> Any:
         name = self.name(base)
         return open_table(db, name) or db.create_table(name, schema=SIDE_SCHEMAS[base], exist_ok=True)
 

@@ -11,7 +11,7 @@ number grew with the commits since the last maintenance run, and with it the cos
 So every :data:`CLEAN_EVERY` commits to a table the store calls :func:`clean_old_versions`, which keeps the last
 :data:`KEEP_VERSIONS` and any younger than :data:`VERSIONS_MIN_AGE` (a read that began at an older version and
 runs longer than that may find a file a compaction replaced gone). ``memories`` does so in its background
-compaction thread (:mod:`.self_compaction`), the side tables in line (:class:`.maintenance.FragmentBound`).
+compaction thread (:mod:`.write.compaction`), the side tables in line (:class:`.maintenance.FragmentBound`).
 Time travel to an older version is what a pass resumed after a kill uses to decide as its first attempt did;
 without it, the pass decides from the rows as they are
 (:meth:`engram_pipeline.lifecycle._common.PassCursor.at_start`), as it does after ``maintain``.

@@ -1,5 +1,5 @@
 """The store's own background compaction on object storage (Ceph RGW): it compacts and indexes through ``lance``
-(store/self_compaction.py), which opens the table with the connection's storage options. A failed compaction is
+(store/write/compaction.py), which opens the table with the connection's storage options. A failed compaction is
 only logged (it is a cost, never a correctness matter), so this checks that it ran: the compactions counted, the
 fragments merged, every row still found through the indexes."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore
-from engram_pipeline.store import self_compaction as sc
+from engram_pipeline.store.write import compaction as sc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.integration]
 

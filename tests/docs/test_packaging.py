@@ -134,7 +134,7 @@ def test_the_core_library_and_cli_import_without_any_extra() -> None:
 
 def test_pylance_is_the_lance_built_into_lancedb() -> None:
     """The store commits to one dataset through lancedb's own copy of the lance crates and through ``pylance``
-    (store/self_compaction.py): both must be one lance release. With pylance 9.0.0 beside lancedb 0.40's lance
+    (store/write/compaction.py): both must be one lance release. With pylance 9.0.0 beside lancedb 0.40's lance
     13.0.0, ``optimize_indices`` hung for seconds on end and failed on index files it could not find."""
     import lance
     import lancedb

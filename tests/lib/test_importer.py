@@ -9,7 +9,8 @@ import pytest
 
 from engram_pipeline.importer import export_rows, import_jsonl
 from engram_pipeline.sample import generate_sample_corpus, load_sample_corpus, offset_lines, sample_path
-from engram_pipeline.store import MemoryStore, bulk_write
+from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.write import bulk
 
 
 def test_one_embed_call_and_one_commit_per_batch(store) -> None:  # type: ignore[no-untyped-def]
@@ -213,13 +214,13 @@ def test_a_line_whose_fold_target_is_deleted_mid_import_is_written(store, monkey
             deleted.append(stored["id"])
 
     if when == "before its read":
-        real_read = bulk_write.rows_by_id
+        real_read = bulk.rows_by_id
 
         def rows_by_id(*args, **kwargs):  # type: ignore[no-untyped-def]
             delete_once()
             return real_read(*args, **kwargs)
 
-        monkeypatch.setattr(bulk_write, "rows_by_id", rows_by_id)
+        monkeypatch.setattr(bulk, "rows_by_id", rows_by_id)
     else:
         real_cas = store.engine.cas_write
 

@@ -7,6 +7,8 @@
 * No module outside ``engram_pipeline/store/`` touches a LanceDB table object of the store (``store.memories``,
   ``store.audit.table``, ...) or a private helper of the store (``store._vector_for``, ``store._by_hash``): they
   use the store's verbs.
+* Only ``engram_pipeline/store/one_trip.py`` reaches lancedb's private parts (the ``AsyncTable`` behind a
+  synchronous table, lancedb's event loop); the others call its functions.
 """
 
 from __future__ import annotations
@@ -203,3 +205,54 @@ def test_the_scan_sees_table_access() -> None:
 def test_no_table_or_private_store_helper_outside_the_store() -> None:
     found = store_internals_outside_store()
     assert not found, "use a store verb instead of:\n" + "\n".join(found)
+
+
+# lancedb's private parts: the ``AsyncTable`` behind a synchronous table (``table._table``) and the event loop
+# its calls run on (``lancedb.background_loop``). One module reaches them, for every other.
+ONE_TRIP = LIBRARY / "store" / "one_trip.py"
+LANCEDB_LOOP = "lancedb.background_loop"
+
+
+def lancedb_internals(source: str) -> list[int]:
+    """The lines of ``source`` that reach lancedb's private parts: an attribute ``_table`` (a module's own
+    attribute of that name reads the same, so none is called so) or an import of ``lancedb.background_loop``."""
+    found: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            hit = node.attr == "_table"
+        elif isinstance(node, ast.Import):
+            hit = any(a.name == LANCEDB_LOOP or a.name.startswith(LANCEDB_LOOP + ".") for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            hit = module == LANCEDB_LOOP or (
+                module == "lancedb" and any(a.name == "background_loop" for a in node.names)
+            )
+        else:
+            hit = False
+        if hit:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_scan_sees_lancedb_internals() -> None:
+    reaching = [
+        "n = table._table.count_rows()",
+        "from lancedb.background_loop import LOOP",
+        "import lancedb.background_loop",
+        "from lancedb import background_loop",
+    ]
+    assert lancedb_internals("\n".join(reaching)) == [1, 2, 3, 4]
+    assert lancedb_internals("table.count_rows()\nfrom lancedb.index import BTree\n'table._table'\n") == []
+
+
+def test_only_one_trip_reaches_into_lancedb() -> None:
+    """Every other module goes through :mod:`engram_pipeline.store.one_trip` (its docstring says why)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(LIBRARY.rglob("*.py"))
+        if path != ONE_TRIP
+        for line in lancedb_internals(path.read_text())
+    ]
+    assert not found, "reach lancedb's AsyncTable through a function of store/one_trip.py instead of:\n" + "\n".join(
+        found
+    )

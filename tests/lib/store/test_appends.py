@@ -12,10 +12,10 @@ import pytest
 
 from engram_pipeline.settings import Settings
 from engram_pipeline.store import MemoryStore, appends, one_trip
-from engram_pipeline.store import self_compaction as sc
 from engram_pipeline.store.appends import _naming
 from engram_pipeline.store.core import ShardedEngine
 from engram_pipeline.store.shards import CREATED_AT
+from engram_pipeline.store.write import compaction as sc
 from tests.vectors import THRESHOLDS
 
 

@@ -2,7 +2,7 @@
 
 ``remember`` checks a new row against its nearest visible rows of the same agent: the merge judge may fold it
 into one of them (a semantic duplicate), else the contradiction rules may flag or supersede some
-(:mod:`engram_pipeline.store.write_path`). :func:`write_checked` gives a batch of new rows the outcome of
+(:mod:`.batch`). :func:`write_checked` gives a batch of new rows the outcome of
 that many ``remember`` calls one after another, with the same functions deciding, but reads and writes in
 bulk:
 
@@ -32,19 +32,15 @@ import numpy as np
 from engram_pipeline.model import Memory
 from engram_pipeline.store.errors import MemoryNotFound
 from engram_pipeline.store.marks import apply_contradictions
-from engram_pipeline.store.write_cache import CHECKED
-from engram_pipeline.store.write_checks import decide_many, near_cosine
-from engram_pipeline.store.write_path import (
-    NEIGHBOURS,
-    _neighbours_of,
-    collapse_many,
-    insert_new,
-    rows_by_id,
-)
+from engram_pipeline.store.write.checks import decide_many, near_cosine
+from engram_pipeline.store.write.collapse import collapse_many
+from engram_pipeline.store.write.insert import insert_new
+from engram_pipeline.store.write.reads import NEIGHBOURS, neighbours_of, rows_by_id
+from engram_pipeline.store.write.view import CHECKED
 from engram_pipeline.visibility import VISIBLE_SQL, is_visible
 
 if TYPE_CHECKING:
-    from engram_pipeline.store.core import ShardedEngine
+    from engram_pipeline.store.write.cache import Writer
 
 _CHUNK = 1024  # rows per block of the within-batch product (bounds its memory for a large single agent)
 
@@ -60,7 +56,7 @@ class BulkWrite:
 
 
 def write_checked(
-    store: ShardedEngine,
+    store: Writer,
     rows: Sequence[Memory],
     *,
     checked_at: Mapping[int, int],
@@ -71,9 +67,9 @@ def write_checked(
     """Check ``rows`` (new content, with vectors) as ``remember`` would one after another, then write them.
 
     ``checked_at`` is, per shard, the table version the exact-duplicate check read (see
-    :func:`engram_pipeline.store.write_path.insert_new`); ``checked[i]`` False writes ``rows[i]`` unchecked.
+    :func:`.insert.insert_new`); ``checked[i]`` False writes ``rows[i]`` unchecked.
     A row whose stored row to fold into is deleted before the fold is checked and written again after the
-    batch, as ``remember`` does (:func:`engram_pipeline.store.write_path.remember_batch`), up to ``rounds``
+    batch, as ``remember`` does (:func:`.batch.remember_batch`), up to ``rounds``
     times; past that it is left out, as a lost race.
     """
     if not any(checked):
@@ -174,17 +170,17 @@ class _Pools:
 
 
 def _stored_near(
-    store: ShardedEngine, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
+    store: Writer, rows: Sequence[Memory], unit: np.ndarray, todo: Sequence[int], near: float
 ) -> dict[int, list[Memory]]:
     """The store's nearest visible rows of each row ``rows[i]`` of ``todo`` (``unit``: the rows' vectors at unit
     length) at cosine ``near`` or above (the candidates
-    below it never act: :func:`.write_checks.decide_many`), as ``remember`` reads them (``_neighbours_of``).
+    below it never act: :func:`.checks.decide_many`), as ``remember`` reads them (``neighbours_of``).
 
     An agent whose table has no vector index is searched by an exact scan either way: here by one read of the
     visible vectors of all such agents of the batch (one query per shard: one scan per agent, 40 for a
     20,000-row import of 10 agents, took 1.3 of its 9.9 s of CPU), then one matrix product per agent for all its
     rows of the batch (the within-batch product's cosines), not one scan per row. That read carries the
-    :data:`.write_cache.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
+    :data:`.view.CHECKED` columns, all the decisions read of a candidate; a row a write collapses into is
     read whole later (:func:`_whole`). Reading every candidate whole here (a second read, by id, of every column
     but the vector) and copying the whole row per hit made this function 22% of a profiled 20,000-row import
     (bench_write_path.py's bulk rows), 13% since.
@@ -200,7 +196,7 @@ def _stored_near(
     scanned = [a for a in by_agent if not indexed[store.shard_of(a)]]
     searched = [x for a in by_agent if indexed[store.shard_of(a)] for x in by_agent[a]]
     if searched:
-        found = _neighbours_of(store, searched)
+        found = neighbours_of(store, searched)
         out.update((i, [n for n in found[i] if n["_similarity"] >= near]) for i, _ in searched)
     table = store.scan_agents(scanned, columns=[*CHECKED, "vector"], where=VISIBLE_SQL) if scanned else None
     if table is None or not table.num_rows:
@@ -233,9 +229,9 @@ def _stored_near(
 
 
 def _whole(
-    store: ShardedEngine, merges: list[tuple[Memory, Memory, float]]
+    store: Writer, merges: list[tuple[Memory, Memory, float]]
 ) -> tuple[list[tuple[Memory, Memory, float]], list[Memory]]:
-    """``merges`` with each existing row that was read with the :data:`.write_cache.CHECKED` columns only read
+    """``merges`` with each existing row that was read with the :data:`.view.CHECKED` columns only read
     whole (a collapse writes from the whole row), as ``remember``'s collapse reads it; and apart, the new
     rows of the merges whose existing row is gone."""
     names = set(store.memory_schema.names)

@@ -13,9 +13,8 @@ the same way and it awaits a future, holding no thread while it waits. It never 
 must not block on a commit): when it finds no batch under way, a worker thread of the loop's executor leads,
 and goes on leading while coroutine writers are first in the queue; a thread writer first in the queue is
 handed the lead as above. Each API request used to hold a thread of the server's pool for its whole wait, and
-be handed from the event loop to that thread and back: on the 2-core machine here, 16 HTTP clients made
-203-237 remembers/s that way against 270-301 with the coroutine path (3 runs each, a throwaway copy of
-``bench/bench_write_path.py --only http``'s burst).
+be handed from the event loop to that thread and back (what that cost: ``docs/scale.md``, "How the write path
+was measured").
 
 A writer returns only once the batch holding its item has been applied, i.e. after the commit that holds its
 row returned: an acknowledgement is never ahead of the data. A batch that raises fails every item in it (a

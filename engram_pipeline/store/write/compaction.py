@@ -1,40 +1,14 @@
 """The store compacts each shard's ``memories`` itself, so that steady single writes keep its fragment count bounded.
 
-Every commit of the write path adds a fragment, and every read of the write path (the exact-duplicate lookup,
-the nearest-neighbour search) visits each fragment the indexes do not cover, so without compaction the cost
-of a write grows with the number of writes since the last maintenance run. After each write-path commit,
-:func:`after_commit` counts; every :data:`CHECK_EVERY` commits it reads the fragment count and, past
-:data:`MAX_FRAGMENTS`, starts one compaction in a background thread, giving way to writers as maintenance does
-(:func:`engram_pipeline.store.maintenance.yielding`). One runs at a time per store; no write waits for it.
-
-A compaction merges the small fragments and indexes their rows as one new delta segment of each index, through
-``lance`` (lancedb 0.40 offers both only as one whole-table ``optimize``, which merges the new rows into each
-BTree's last segment and so rewrites it: a cost that grew with the table). Its cost is the rows written since
-the last one. The scalar indexes' segments are merged
-(a rewrite) once one has :data:`MERGE_SCALAR_SEGMENTS`, every few hundred writes.
-
-**Its commits meet no append of this process.** A lance step commits at its end and, when another commit took
-the version it meant to write, rebases and tries again. Under a steady stream of single writes it could lose
-that race time after time, retrying its commit for seconds while the fragments piled up (traces in
-``docs/scale.md``, "How the write path was measured"). So the merge writes its new data files first (lance's
-``Compaction.plan`` and each task's ``execute``) and commits them with the shard's appends held back
-(:meth:`.appends.Appends.held_back`); the index steps, which lance offers in one call only, run with them held
-back too. A write arriving meanwhile waits for that step. Commits of other processes can still take a step's
-version; the step then rebases, as before. (The gate this replaces let a step that ran past 0.5 s hold the
-appends for up to 1 s each.)
-
-**Versions.** Every commit also adds a version, and each read lists them (:mod:`.versions`): every
-:data:`~.versions.CLEAN_EVERY` write-path commits the same background thread cleans up the old versions of
-``memories`` (:func:`~.versions.clean_old_versions`).
-
-A search visits every segment of the vector index; past :data:`MAX_SEGMENTS` the compaction rebuilds the index
-as one, in the same background thread (not holding the appends back). That
-bound is looser than maintenance's (:data:`~engram_pipeline.store.maintenance.MAX_VECTOR_SEGMENTS`), so a
-rebuild comes every thousand-odd writes, not every few hundred.
-
-**At exit** the interpreter waits for the running compactions (at most :data:`EXIT_WAIT_S`): a daemon thread
-still inside lance when Python finalises aborts the process (``FATAL: exception not rethrown``, exit status
-134).
+Every write-path commit adds a fragment, and the write path's reads visit each fragment the indexes do not
+cover: without compaction a write's cost grows with the writes since the last maintenance run. Every
+:data:`CHECK_EVERY` commits :func:`after_commit` reads the fragment count and, past :data:`MAX_FRAGMENTS`,
+starts one compaction in a background thread (one per shard at a time; no write waits for it): the small
+fragments merged and indexed as a new delta segment of each index through ``lance``, their commits made with
+the shard's appends held back (:meth:`Appends.held_back`) so that a stream of writes cannot make them lose
+their commit time after time. The same thread cleans up old versions (:mod:`engram_pipeline.store.versions`),
+merges the scalar indexes' segments and rebuilds the vector index past :data:`MAX_SEGMENTS`; at exit the
+interpreter waits for it. Why each step is as it is: ``docs/scale.md``, "How the store compacts itself".
 """
 
 from __future__ import annotations
@@ -87,7 +61,7 @@ _lock = threading.Lock()
 def after_commit(store: Engine, shards: Iterable[int] = (0,)) -> None:
     """Count a write-path commit to each of ``shards``; start a background compaction of a shard's
     ``memories`` when its fragments pass the bound, and a clean-up of its old versions every
-    :data:`~.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
+    :data:`~engram_pipeline.store.versions.CLEAN_EVERY` commits (one background thread per shard at a time)."""
     for k in shards:
         _after_commit(store.shards[k])
 

@@ -1,4 +1,4 @@
-"""The write cache (``store/write_cache.py``): the write path's checks read an in-memory view of each agent's
+"""The write cache (``store/write/cache.py``): the write path's checks read an in-memory view of each agent's
 rows, and decide exactly as the table reads would, whoever else writes to the table meanwhile."""
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 from engram_pipeline.settings import Settings
-from engram_pipeline.store import MemoryStore, write_cache
-from engram_pipeline.store import write_path as wp
-from engram_pipeline.store.write_cache import AgentView, WriteCache
+from engram_pipeline.store import MemoryStore
+from engram_pipeline.store.write import cache as write_cache
+from engram_pipeline.store.write import fragments as write_fragments
+from engram_pipeline.store.write import reads as write_reads
+from engram_pipeline.store.write.cache import WriteCache
+from engram_pipeline.store.write.view import AgentView
 from tests.stores import pre_row_versions
 from tests.vectors import DIM, THRESHOLDS, at_cosine, unit
 
@@ -106,8 +109,8 @@ def test_an_exact_duplicate_of_a_row_written_here_is_the_row_as_stored_without_a
     which leaves its version alone) it is read again."""
     here, there = two_stores(tmp_path, settings)
     reads: list[int] = []
-    whole_rows = wp._whole_rows
-    monkeypatch.setattr(wp, "_whole_rows", lambda *a, **k: reads.append(1) or whole_rows(*a, **k))
+    whole_rows = write_reads._whole_rows
+    monkeypatch.setattr(write_reads, "_whole_rows", lambda *a, **k: reads.append(1) or whole_rows(*a, **k))
     made = here.remember("a", "the deploy key rotates monthly", tags=["ops"]).memory
     again = here.remember("a", "The deploy key  rotates monthly")
     assert again.outcome == "exact_duplicate" and not reads
@@ -162,7 +165,7 @@ def test_the_fragments_changed_since_a_version_hold_every_row_written_since(tmp_
     here.engine.memories.to_lance().optimize.compact_files()  # one fragment of old rows
     here.remember("a", "a fact nobody touches")  # a fragment of its own
     start = here.engine.memories.version
-    changed = write_cache.ChangedFragments()
+    changed = write_fragments.ChangedFragments()
     changed.seen(here.engine.memories, start)
     unchanged = changed.since(here.engine.memories, start, start)
     assert unchanged is not None and unchanged[1] == []
@@ -196,9 +199,10 @@ def test_the_views_find_what_an_exact_search_of_the_table_finds(tmp_path: Path, 
     store.engine.insert_rows(rows)
     store.engine.cas_write([{"id": rows[0]["id"], "version": 1, "status": "superseded"}], actor="test", action="test")
     queries = [at_cosine(centre, 0.9, seed=1000 + i) for i in range(5)]
-    searched = wp.many_visible_neighbours(store.engine, "a", queries)  # the table, unindexed: an exact flat search
+    # the table, unindexed: an exact flat search
+    searched = write_reads.many_visible_neighbours(store.engine, "a", queries)
     (view,) = store.engine.write_cache.views(store.engine, 0, store.engine.shards[0].memories.version, ["a"]).values()
-    for mine, theirs in zip(view.nearest(queries, wp.NEIGHBOURS), searched, strict=True):
+    for mine, theirs in zip(view.nearest(queries, write_reads.NEIGHBOURS), searched, strict=True):
         assert [h["id"] for h in mine] == [h["id"] for h in theirs]
         assert np.allclose([h["_similarity"] for h in mine], [h["_similarity"] for h in theirs], atol=1e-5)
         assert rows[0]["id"] not in {h["id"] for h in mine}

@@ -1,46 +1,12 @@
 """The write path's view of each agent's rows, held in memory and checked against the table version.
 
-A ``remember`` checks its row against the agent's stored rows before it commits: the exact-duplicate lookup
-(every row of the agent, hidden ones too) and the nearest visible neighbours. As LanceDB queries those two
-reads were the larger part of a single write, and the neighbour search grows with the unindexed rows (the
-measurements behind this module: ``docs/scale.md``, "How the write path was measured"). Here each agent the
-write path touched is kept as what those reads need: per row its :data:`COLUMNS`, its unit vector and
-whether it is visible, with a map from content hash to rows.
-
-**Freshness.** An agent's view is labelled with the table version it was read at, and it is only used when
-the table's latest version is still that one (one version check per batch: :meth:`.appends.Appends.latest`).
-The label is always the version read *before* the rows, so a view can hold newer rows than its label says,
-never older ones. The write path's own appends keep the views fresh without a read: when nothing but
-commits that change no row (the store's own compactions and index steps, recorded by
-:meth:`.appends.Appends.held_back`) came between the version the batch checked against and the append's commit
-(:func:`engram_pipeline.store.write_path.append_new` tests that), the views at the checked version plus the
-appended rows are the table at the new version. After such a compaction the next batch moves every view of
-the shard over its versions without reading (:func:`_pass_over`). Any other commit (another process, a pass,
-a collapse in this process) moves the version, and the view is brought up to date before use:
-
-- **catch-up** (:func:`_catch_up`), in a ``memories`` made with stable row ids
-  (:data:`~engram_pipeline.store.shards.MEMORIES_OPTIONS`; every table this store makes): Lance keeps each
-  row's created and last-changed version, through compaction too, so one query reads the agents' rows
-  created or changed since the oldest label, and one index-backed count of their rows tells whether any
-  were deleted (a deletion leaves no changed row behind). The query reads only the fragments that may hold
-  such rows (:class:`ChangedFragments`: those new or changed since a fragment list the cache kept), not the
-  version columns of every fragment. The other views written in the last :data:`IDLE_S` come along in the
-  same query (up to :data:`CATCH_UP_WITH`), so a compaction's commit costs one catch-up, not one per agent.
-  The query and the count run at once; where the agents hold most of the table the query filters on the
-  versions alone (:func:`_catch_up`);
-- **re-read** (:func:`_refresh`), in a table made before, or for an agent whose rows were deleted: one read
-  of the agent's ``(id, version)``, then the rows that are new or whose version moved (every change to a
-  row's content, vector or status is a compare-and-set that moves its version; the access-log fold's
-  counters leave the checked columns alone). It grows with the agent.
-
-**Bounds.** At most ``ENGRAM_WRITE_CACHE_ROWS`` rows over all agents and shards (least recently written
-agents go first); an agent larger than half of that is not kept, and its writes read the table as before;
-0 turns the cache off. In a table made before stable row ids an agent past :data:`MAX_AGENT_ROWS` is not
-kept either: the store's own background compaction makes two or three commits every 32 or so writes, and
-there each re-read cost more than the indexed search.
-
-The view's search is exact cosine over the agent's visible rows (the table's search goes through the
-approximate vector index once one is built, so the cache finds at least as close neighbours).
+The checks of a ``remember`` read the agent's stored rows (the exact-duplicate lookup, the nearest visible
+neighbours), and as LanceDB queries those reads were the larger part of a single write. Here each agent the
+write path touched is kept as what they need (an :class:`~.view.AgentView`). A view is used only at the table
+version it is labelled with: the write path's own appends move it along, and any other commit brings it up to
+date first (:func:`_catch_up` of the rows changed since, reading only the fragments :mod:`.fragments` names,
+or :func:`_refresh` of the agent), within a budget of ``ENGRAM_WRITE_CACHE_ROWS`` rows. How it stays fresh,
+its bounds and why: ``docs/scale.md``, "How the write cache stays fresh".
 
 >>> cache = WriteCache(max_rows=10)
 >>> cache.rows, cache.agents
@@ -50,7 +16,6 @@ approximate vector index once one is built, so the cache finds at least as close
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -62,9 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engram_pipeline.store import one_trip
+from engram_pipeline.store.engine import Engine
 from engram_pipeline.store.shards import CREATED_AT, UPDATED_AT, Shard
 from engram_pipeline.store.sql import eq, in_list, where_in
-from engram_pipeline.visibility import is_visible
+from engram_pipeline.store.write.fragments import ChangedFragments
+from engram_pipeline.store.write.view import COLUMNS, AgentView
 
 if TYPE_CHECKING:
     from engram_pipeline.embed import Embedder
@@ -74,238 +41,25 @@ if TYPE_CHECKING:
 
 class _Host(Protocol):
     """What the cache reads of the store that holds it (the embedder's dimension, each shard's table and
-    appends); narrower than :class:`~.engine.Engine`, which holds the cache."""
+    appends); narrower than :class:`~engram_pipeline.store.engine.Engine`, which holds the cache."""
 
     embedder: Embedder
     shards: tuple[Shard, ...]
 
 
-log = logging.getLogger(__name__)
+class Writer(Engine, Protocol):
+    """The engine as the write path uses it: an :class:`~engram_pipeline.store.engine.Engine` that holds a
+    :class:`WriteCache`. The cache is not a member of ``Engine`` itself: the store's other modules import that
+    protocol and know nothing of the write path (the ``acyclic`` contract in ``pyproject.toml``)."""
 
-# What the write-time checks read of a stored neighbour: the exact-duplicate race check (``content_hash``), the
-# judge and the contradiction rules (``content``, ``kind``), the records of a contradiction (``id``), the
-# compare-and-set of a collapse (``version``).
-CHECKED = ("id", "agent_id", "content", "content_hash", "kind", "version")
-# What a view keeps of a row: the checked columns and those the visibility rule reads.
-COLUMNS = (*CHECKED, "status", "superseded_by")
+    write_cache: WriteCache
+
+
 IDLE_S = 30.0  # a view unused for this long may be evicted to admit another agent
 CATCH_UP_WITH = 64  # other views a catch-up brings along (see WriteCache.views)
 BROAD = 0.1  # a catch-up whose agents hold this share of the table filters on the rows' versions alone
 MAX_AGENT_ROWS = 5_000  # in a table without row versions, an agent with more rows is checked against the table
 FRAGMENTS = True  # catch-ups read only the fragments changed since (ChangedFragments); tests turn it off
-SNAPSHOTS = 4  # fragment lists a shard's catch-ups may start from (see ChangedFragments)
-WHOLE_ROWS = 256  # whole rows a view keeps of the rows appended lately (AgentView.whole)
-
-_ID, _HASH, _VERSION, _STATUS, _SUPERSEDED_BY = (
-    COLUMNS.index(c) for c in ("id", "content_hash", "version", "status", "superseded_by")
-)
-
-
-class AgentView:
-    """One agent's rows as the write path checks against them (see the module); grows by doubling. A row is
-    kept as a tuple of its :data:`COLUMNS` (a dict per row took several times the memory and the load time)."""
-
-    def __init__(self, agent_id: str, dimension: int, at: int) -> None:
-        self.agent_id = agent_id
-        self.at = at  # the table version this view is the agent's rows of
-        self.lock = threading.Lock()  # held to change the view or to read it (add, remove, search)
-        self.used = 0.0  # time.monotonic() of its last use
-        self.n = 0  # slots used (live and dead)
-        self.live = 0
-        self._vectors = np.zeros((16, dimension), dtype=np.float32)
-        self._visible = np.zeros(16, dtype=bool)
-        self._rows: list[tuple[Any, ...] | None] = []
-        self._slot: dict[str, int] = {}  # id -> its slot
-        self._by_hash: dict[str, list[int]] = {}
-        # The whole rows, as a read returns them, of the rows this process appended lately (at most WHOLE_ROWS,
-        # newest kept): an exact duplicate of one is answered with it instead of a read by id. A row is dropped
-        # from here whenever it is replaced or removed, so what is here is the row at the view's version.
-        self._whole: OrderedDict[str, Memory] = OrderedDict()
-
-    def add(self, rows: Sequence[Mapping[str, Any]], vectors: np.ndarray) -> None:
-        """Add ``rows`` (dicts with at least the :data:`COLUMNS`) with their ``vectors``."""
-        self.add_tuples([tuple(row.get(c) for c in COLUMNS) for row in rows], vectors)
-
-    def add_tuples(self, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray) -> None:
-        """Add ``rows`` (tuples of the :data:`COLUMNS`, in order) with their ``vectors``; a row already held
-        is replaced."""
-        self.remove([row[_ID] for row in rows])
-        if self.n - self.live > max(self.live, 64):
-            self._pack()
-        need = self.n + len(rows)
-        if need > len(self._visible):
-            cap = max(need, 2 * len(self._visible))
-            grown = np.zeros((cap, self._vectors.shape[1]), dtype=np.float32)
-            grown[: self.n] = self._vectors[: self.n]
-            self._vectors = grown
-            self._visible = np.concatenate([self._visible[: self.n], np.zeros(cap - self.n, dtype=bool)])
-        if len(rows):
-            v = np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
-            norms = np.linalg.norm(v, axis=1, keepdims=True)
-            self._vectors[self.n : need] = v / np.where(norms > 0, norms, np.float32(1.0))
-        for slot, row in enumerate(rows, start=self.n):
-            self._rows.append(row)
-            self._slot[row[_ID]] = slot
-            self._by_hash.setdefault(row[_HASH], []).append(slot)
-            self._visible[slot] = is_visible({"status": row[_STATUS], "superseded_by": row[_SUPERSEDED_BY]})
-        self.n = need
-        self.live += len(rows)
-
-    def remove(self, ids: Iterable[str]) -> None:
-        for memory_id in ids:
-            slot = self._slot.pop(memory_id, None)
-            if slot is None:
-                continue
-            row = self._rows[slot]
-            assert row is not None
-            same = self._by_hash[row[_HASH]]
-            same.remove(slot)
-            if not same:
-                del self._by_hash[row[_HASH]]
-            self._rows[slot] = None
-            self._visible[slot] = False
-            self._whole.pop(memory_id, None)
-            self.live -= 1
-
-    def keep_whole(self, rows: Iterable[Memory]) -> None:
-        """Keep ``rows`` (held in the view, each as a read of the table returns it) for :meth:`whole`."""
-        for row in rows:
-            if row["id"] in self._slot:
-                self._whole[row["id"]] = row
-                self._whole.move_to_end(row["id"])
-        while len(self._whole) > WHOLE_ROWS:
-            self._whole.popitem(last=False)
-
-    def whole(self, memory_id: str) -> Memory | None:
-        """A copy of the whole row ``memory_id`` as the table holds it at the view's version, if kept."""
-        with self.lock:
-            row = self._whole.get(memory_id)
-            return None if row is None else dict(row)
-
-    def _pack(self) -> None:
-        """Drop the slots of removed rows (they pile up as refreshes replace moved rows)."""
-        keep = np.asarray(sorted(self._slot.values()), dtype=np.int64)
-        self._vectors = self._vectors[keep]
-        self._visible = self._visible[keep]
-        rows = [self._rows[s] for s in keep]
-        self._rows = rows
-        self._slot = {row[_ID]: j for j, row in enumerate(rows)}
-        self._by_hash = {}
-        for j, row in enumerate(rows):
-            self._by_hash.setdefault(row[_HASH], []).append(j)
-        self.n = len(keep)
-
-    def versions(self) -> dict[str, int]:
-        """``id -> version`` of every row held."""
-        return {memory_id: int(self._rows[slot][_VERSION]) for memory_id, slot in self._slot.items()}  # type: ignore[index]
-
-    def ids_with_hash(self, digest: str) -> list[str]:
-        """The ids of the rows (visible or not) whose content hash is ``digest``."""
-        with self.lock:
-            return [self._rows[s][_ID] for s in self._by_hash.get(digest, ())]  # type: ignore[index]
-
-    def nearest(self, vectors: Sequence[Sequence[float]], k: int) -> list[list[dict[str, Any]]]:
-        """The ``k`` visible rows nearest to each of ``vectors`` by cosine, best first, each as its
-        :data:`CHECKED` columns with ``_similarity``."""
-        with self.lock:
-            return self._nearest(vectors, k)
-
-    def _nearest(self, vectors: Sequence[Sequence[float]], k: int) -> list[list[dict[str, Any]]]:
-        visible = self._visible[: self.n]
-        shown = int(visible.sum())
-        if not shown or not len(vectors):
-            return [[] for _ in vectors]
-        q = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
-        norms = np.linalg.norm(q, axis=1, keepdims=True)
-        q = (q / np.where(norms > 0, norms, np.float32(1.0))).astype(np.float32, copy=False)
-        # every slot, then the hidden ones set below any cosine: gathering the visible rows' vectors first
-        # copied the whole matrix (15 MB and several ms at 10k rows) on every search
-        cos = q @ self._vectors[: self.n].T  # (queries, slots)
-        cos[:, ~visible] = -np.inf
-        take = min(k, shown)
-        top = (
-            np.argpartition(-cos, take - 1, axis=1)[:, :take]
-            if take < self.n
-            else np.tile(np.arange(take), (len(q), 1))
-        )
-        out = []
-        for qi in range(len(q)):
-            order = top[qi][np.argsort(-cos[qi, top[qi]], kind="stable")]
-            hits = []
-            for j in order:
-                row = self._rows[int(j)]
-                assert row is not None and visible[j]
-                hits.append({**dict(zip(CHECKED, row, strict=False)), "_similarity": float(cos[qi, j])})
-            out.append(hits)
-        return out
-
-
-class ChangedFragments:
-    """Which fragments of one shard's ``memories`` may hold rows created or changed since a version: the
-    catch-up reads those fragments only (:func:`_catch_up`), not the whole table.
-
-    Lance writes a row anew, in a new fragment, whenever it is created or changed (an update, a
-    ``merge_insert``, a compaction's rewrite); a deletion writes the fragment's new deletion file. So a
-    fragment whose data files, deletion file and rows' version records are as they were at version ``s``
-    holds no row created or changed after ``s``, and the others (new ones, and those whose deletion file
-    moved) are a superset of where such rows are. Fragment ids are never reused. The fragment lists of the
-    last :data:`SNAPSHOTS` versions the cache read at are kept (cheap to take: docs/scale.md);
-    a catch-up from ``since`` diffs against the latest one at or before ``since``. With none, the catch-up
-    reads the whole table and takes one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._dataset: Any = None  # the table's Lance dataset, checked out at each version asked; False: none
-        self._prints: OrderedDict[int, dict[int, tuple[Any, ...]]] = OrderedDict()  # version -> fragment prints
-
-    def since(self, table: Any, since: int, version: int) -> tuple[Any, list[Any]] | None:
-        """The dataset at ``version`` and its fragments that may hold rows created or changed after ``since``,
-        or None when no fragment list at or before ``since`` is kept (or the table cannot be opened as a Lance
-        dataset). Keeps the list at ``version`` either way."""
-        with self._lock:
-            base = max((v for v in self._prints if v <= since), default=None)
-            prints = self._prints[base] if base is not None else None
-        at = self._at(table, version)
-        if prints is None or at is None:
-            return None
-        dataset, now = at
-        return dataset, [f for f in dataset.get_fragments() if prints.get(f.fragment_id) != now[f.fragment_id]]
-
-    def seen(self, table: Any, version: int) -> None:
-        """Keep the fragment list at ``version`` (a version views were read or brought up to date at)."""
-        self._at(table, version)
-
-    def _at(self, table: Any, version: int) -> tuple[Any, dict[int, tuple[Any, ...]]] | None:
-        with self._lock:
-            if self._dataset is False:
-                return None
-            try:
-                if self._dataset is None:
-                    self._dataset = table.to_lance()
-                dataset = self._dataset.checkout_version(version)
-            except (ValueError, OSError, NotImplementedError):  # memory:// (lance cannot open lancedb's)
-                log.debug("catch-ups read the whole table: its Lance dataset does not open", exc_info=True)
-                self._dataset = False  # a cost, not a correctness matter: the whole-table catch-up is exact
-                return None
-        now = {f.fragment_id: _print(f.metadata) for f in dataset.get_fragments()}
-        with self._lock:
-            self._prints[version] = now
-            self._prints.move_to_end(version)
-            while len(self._prints) > SNAPSHOTS:
-                self._prints.popitem(last=False)
-        return dataset, now
-
-
-def _print(fragment: Any) -> tuple[Any, ...]:
-    """What of a fragment's metadata changes when any of its rows is written or deleted (see
-    :class:`ChangedFragments`)."""
-    versions = (fragment.created_at_version_meta, fragment.last_updated_at_version_meta)
-    return (
-        tuple(f.path for f in fragment.files),
-        repr(fragment.deletion_file),
-        *(None if meta is None else meta.json() for meta in versions),
-        repr(fragment.overlays),
-    )
 
 
 class WriteCache:
@@ -401,7 +155,7 @@ class WriteCache:
         whole: Sequence[Memory | None] = (),
     ) -> None:
         """The write path appended ``rows`` to ``shard`` in commit ``committed``, after ``checked`` and commits
-        that changed no row (the caller knows: :meth:`.appends.Appends.unchanged`): the views at ``checked`` are
+        that changed no row (the caller knows: :meth:`Appends.unchanged`): the views at ``checked`` are
         the table at ``committed`` once the rows are added. Views at another version are left as they are (they
         will be brought up to date when used). ``whole`` holds the rows as a read returns them, where known (kept
         for :meth:`AgentView.whole`)."""
@@ -465,7 +219,7 @@ class WriteCache:
 
 def _pass_over(appends: Appends, views: Iterable[AgentView], version: int) -> None:
     """Move each of ``views`` (a shard's) to ``version`` where every commit since its own changed no row (the
-    store's own compactions and index steps: :meth:`.appends.Appends.unchanged`), without reading anything:
+    store's own compactions and index steps: :meth:`Appends.unchanged`), without reading anything:
     all of them, so that the appends that follow keep them all current (one version looked at per distinct
     version the views are at)."""
     behind: dict[int, list[AgentView]] = {}
@@ -558,10 +312,13 @@ async def _catch_up(
             else _nothing(),
         )
     else:
-        count_rows = table._table.count_rows
-        broad = sum(v.live for v in stale) >= BROAD * int(await table._table.count_rows())
+
+        def count_rows(where: str) -> Coroutine[Any, Any, int]:
+            return one_trip.count(table, where)
+
+        broad = sum(v.live for v in stale) >= BROAD * await one_trip.count(table)
         count, found = await one_trip.together(
-            table._table.count_rows(agents),
+            count_rows(agents),
             one_trip.rows(table, recent if broad else f"{agents} AND {recent}", columns=[*COLUMNS, "vector"]),
         )
         if broad:
@@ -583,7 +340,7 @@ async def _nothing() -> None:
 
 
 async def _load(store: _Host, table: Any, agents: Sequence[str], version: int) -> dict[str, AgentView]:
-    """Each agent's rows read whole (their :data:`COLUMNS` and vector), as views at ``version``."""
+    """Each agent's rows read whole (their :data:`~.view.COLUMNS` and vector), as views at ``version``."""
     found = await one_trip.rows(table, f"agent_id IN {in_list(list(agents))}", columns=[*COLUMNS, "vector"])
     views = {a: AgentView(a, store.embedder.dimension, version) for a in agents}
     _add_table(views, found)

@@ -193,10 +193,6 @@ class ShardedEngine(SideTables):
     def access_log(self) -> AccessLog:
         return self._only().access_log
 
-    @property
-    def write_group(self) -> GroupCommit[Item, RememberResult]:
-        return self.write_groups[self._only().index]
-
     # -- tables ----------------------------------------------------------------------------------------
     def tables(self) -> dict[str, Any]:
         """Every table maintenance compacts, by name (the LanceDB objects: for the store's own modules):

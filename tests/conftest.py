@@ -32,8 +32,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist with ``--dist loadgroup`` (``make test``) every test that starts the local cluster runs
     on one worker, one after another, so the session starts one cluster (Postgres, Redis, Ceph RGW), not one per
-    worker, and two tests never contend for it."""
+    worker, and two tests never contend for it. A test that uses the cluster must say so (marker
+    ``distributed``), or ``make test-fast`` would start the cluster and ``make test`` a second one."""
     for item in items:
+        uses_cluster = "cluster" in getattr(item, "fixturenames", ())
+        if uses_cluster and not item.get_closest_marker("distributed"):
+            raise pytest.UsageError(f"{item.nodeid} uses the local cluster: mark it distributed")
         if item.get_closest_marker("distributed"):
             item.add_marker(pytest.mark.xdist_group("cluster"))
 

@@ -45,6 +45,7 @@ def test_an_unreachable_endpoint_fails_with_a_clear_error() -> None:
         MemoryStore.open("s3://bucket/store", settings=HASHING, storage_options=options)
 
 
+@pytest.mark.distributed
 def test_ceph_rgw_honours_it_and_the_store_opens(cluster: Cluster, s3_uri: str) -> None:
     store = MemoryStore.open(s3_uri, settings=HASHING, storage_options=cluster.storage_options)
     written = store.remember("alice", "User prefers dark mode")

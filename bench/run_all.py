@@ -66,7 +66,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "merge_plan": (["--n", "10000"], []),
 }
 # Started by hand beside the local cluster (docs/deploy.md), so not run here: they need Postgres, Redis and Ceph.
-NEEDS_CLUSTER = ("open_store", "object_requests", "distributed")
+NEEDS_CLUSTER = ("open_store", "object_requests", "distributed", "async_handles")
 
 
 def main() -> int:

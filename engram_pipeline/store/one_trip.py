@@ -9,10 +9,11 @@ write path's reads before its commit go through here.
 The coroutines are those of lancedb's ``AsyncTable``, which the synchronous ``LanceTable`` wraps
 (``table._table`` in lancedb 0.40, the pinned version). This is the one module that reaches that private
 attribute and lancedb's loop (``tests/lib/test_layering.py`` checks it): a separate ``lancedb.connect_async``
-connection would double the table handles and cost object-store requests of its own. The store's tables have
-no blob columns, so the synchronous path's blob post-processing has nothing to do and is not repeated here.
-A search here filters before it ranks (``where`` is a prefilter on an async query, as ``prefilter=True`` is on
-a synchronous one).
+connection would double the table handles and re-read each new manifest the writing handle already holds (one
+more GET per read after a write on S3; ``docs/scale.md``, "One table handle, not a second async one"). The
+store's tables have no blob columns, so the synchronous path's blob post-processing has nothing to do and is not
+repeated here. A search here filters before it ranks (``where`` is a prefilter on an async query, as
+``prefilter=True`` is on a synchronous one).
 
 >>> import lancedb
 >>> table = lancedb.connect("memory://").create_table("t", [{"vector": [1.0, 0.0], "name": "a"}])

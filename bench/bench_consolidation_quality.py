@@ -295,11 +295,18 @@ def main() -> int:
         extractor = default_extractor()
         parse_s, run_s = [], []
         for r in range(args.repeats):
-            t = time.perf_counter()
-            extractor.extract_claims(texts)
-            parse_s.append(time.perf_counter() - t)
+            # The corpus is copies of the same episodes, and the parser caches by text: each copy is parsed
+            # with cold caches, so the reference is what parsing every text costs, not one copy's worth.
+            parsed = 0.0
+            for c in range(copies):
+                cold_caches()
+                t = time.perf_counter()
+                extractor.extract_claims(texts[c * per_copy : (c + 1) * per_copy])
+                parsed += time.perf_counter() - t
+            parse_s.append(parsed)
             big = MemoryStore.open(str(root / f"timing-{r}"), settings=settings)
             import_jsonl(big, lines)
+            cold_caches()
             t = time.perf_counter()
             for agent in agents:
                 consolidate(big, agent, scope="full")

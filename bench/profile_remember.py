@@ -73,7 +73,6 @@ def instrument() -> None:
     for module, attr, name in (
         (batch, "_embed_missing", "embed"),
         (batch, "first_reads", "version + exact lookup + neighbours"),  # one trip (store/one_trip.py)
-        (reads, "stored_by_hash", "exact lookup"),
         (reads, "neighbours_of", "neighbour search"),
         (batch, "_check", "judge + contradiction checks"),
         (batch, "append_new", "insert (append + its checks)"),

@@ -135,19 +135,11 @@ def current_neighbours(store: Writer, row: Memory) -> list[Memory]:
     return visible_neighbours(store, row["agent_id"], row["vector"])
 
 
-def stored_by_hash(store: Engine, rows: Sequence[Memory]) -> dict[str, Memory]:
-    """The stored row of each content hash of ``rows`` that the store already has.
-
-    One read of two columns through the BTree index on ``content_hash``, then the full rows of the hits only
-    (the vectors make a full row costly to read). A content hash covers the agent id,
-    so a match is the same agent's. Two rows share a hash only in the instant between racing inserts and the
-    loser's clean-up: the one that stays is named.
-    """
-    return _stored_of(store, rows, one_trip.run(_hash_hits(store, rows)))
-
-
 async def _hash_hits(store: Engine, rows: Sequence[Memory]) -> list[Memory]:
-    """``id`` and ``content_hash`` of the stored rows sharing a content hash with ``rows`` (reads at once)."""
+    """``id`` and ``content_hash`` of the stored rows sharing a content hash with ``rows`` (reads at once):
+    two columns through the BTree index on ``content_hash``, then :func:`_stored_of` reads the whole rows of the
+    hits only (the vectors make a full row costly to read). A content hash covers the agent id, so a match is
+    the same agent's."""
     reads = []
     for k, group in store._group(rows).items():
         hashes = list(dict.fromkeys(r["content_hash"] for r in group))

@@ -54,15 +54,16 @@ class Links:
 
     def of(self, memory_ids: Iterable[str], *, rel: str | None = None) -> list[Link]:
         """The links from or to any of ``memory_ids`` (of relation ``rel`` if given)."""
-        ids = list(memory_ids)
-        found: dict[tuple[str, str, str], Link] = {}  # a link between two chunks is read twice
-        for part in chunked(ids):
+        found: list[Link] = []
+        earlier: set[str] = set()  # a link between two chunks is read by both: kept from the first
+        for part in chunked(list(memory_ids)):
             where = f"(src_id IN {in_list(part)} OR dst_id IN {in_list(part)})"
             if rel is not None:
                 where += f" AND rel = {lit(rel)}"
-            for link in one_trip.read(self.table, where).to_pylist():
-                found.setdefault((link["src_id"], link["dst_id"], link["rel"]), link)
-        return list(found.values())
+            rows = one_trip.read(self.table, where).to_pylist()
+            found += [x for x in rows if x["src_id"] not in earlier and x["dst_id"] not in earlier]
+            earlier.update(part)
+        return found
 
     def for_agent(self, agent_id: str | Sequence[str]) -> pa.Table:
         """The links of ``agent_id``, or of every agent of a sequence (read in chunks of 1,000 agents)."""

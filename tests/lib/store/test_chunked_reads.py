@@ -53,6 +53,8 @@ def test_links_of_many_ids_are_each_read_once(store: MemoryStore, small_chunks: 
     assert sorted((x["src_id"], x["dst_id"]) for x in found) == sorted((x["src_id"], x["dst_id"]) for x in chain)
     store.engine.add_links(chain, keyed=True)  # the keyed check reads them through the same chunks
     assert len(store.engine.links_of(ids)) == len(chain)
+    store.engine.add_links(chain)  # unkeyed: every row is returned, as one query over all ids returns it
+    assert len(store.engine.links_of(ids)) == 2 * len(chain)
 
 
 def test_pending_access_of_many_ids_sums_each_read(store: MemoryStore, small_chunks: None) -> None:
